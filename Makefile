@@ -1,0 +1,42 @@
+# SPDX-License-Identifier: GPL-2.0
+# `make` builds rdma_oxe.ko against oxe's cached kernel (KDIR= overrides).
+
+KDIR ?= $(shell $(CURDIR)/scripts/build-kernel.sh)
+export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
+
+.PHONY: all modules kdir clean rust-analyzer host-test check fmt test run bench-mr
+
+all: modules
+
+modules:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+
+kdir:
+	@echo $(KDIR)
+
+rust-analyzer:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) rust-analyzer
+
+clean:
+	$(MAKE) -C $(KDIR) M=$(CURDIR) clean
+	rm -f rust/bindings_generated.rs
+
+# Kernel-independent logic, on the host.
+host-test:
+	cd rust/common && cargo test --quiet
+
+check:
+	cd rust/common && cargo fmt --check && cargo clippy --quiet --all-targets -- -D warnings
+	rustfmt --check --edition 2021 --config-path rust/common rust/oxe.rs
+
+fmt:
+	cd rust/common && cargo fmt
+	rustfmt --edition 2021 --config-path rust/common rust/oxe.rs
+
+# The whole suite: host tests, build, boot, in-guest KTAP tests.
+test:
+	scripts/test.sh
+
+# Build, boot, create oxe0 and show it.
+run:
+	scripts/run.sh

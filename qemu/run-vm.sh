@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# Boots a kernel under QEMU (TCG) with the host's root filesystem shared
+# read-only over 9p, runs one command in the guest and returns its exit status.
+# The console log is kept; a WARN, BUG, Oops, KASAN or lockdep report in it
+# fails the run even when the command passed.
+#
+# Usage: run-vm.sh [-k KDIR] [-o OUTDIR] [-m MEM] [-t TIMEOUT_S] [-r] -- CMD [ARGS...]
+#   -r  the reference flavour of the guest: rdma_rxe instead of oxe (see guest-init.sh)
+set -euo pipefail
+. "$(dirname "$0")/../scripts/lib.sh"
+
+kdir="" out="" mem=4G timeout_s=1800 flavour=oxe
+while getopts "k:o:m:t:r" opt; do
+	case $opt in
+	k) kdir=$OPTARG ;; o) out=$OPTARG ;; m) mem=$OPTARG ;; t) timeout_s=$OPTARG ;;
+	r) flavour=rxe ;; *) die "usage: run-vm.sh [-k KDIR] [-o OUTDIR] [-m MEM] [-t S] [-r] -- CMD" ;;
+	esac
+done
+shift $((OPTIND - 1))
+[[ ${1:-} == -- ]] && shift
+(($#)) || die "no guest command"
+[[ -n $kdir ]] || kdir=$("$OXE_ROOT/scripts/build-kernel.sh")
+[[ -n $out ]] || out=$(mktemp -d /tmp/oxe-vm.XXXXXX)
+mkdir -p "$out"
+log "guest output in $out"
+rm -f "$out/status" "$out/console.log"
+
+# The guest command travels in a file; kernel command lines are short and
+# mangle quoting.
+printf '%q ' "$@" >"$out/cmd"
+echo >>"$out/cmd"
+
+bzimage="$kdir/arch/x86/boot/bzImage"
+[[ -f $bzimage ]] || die "no kernel image in $kdir"
+
+# hubport: the NIC has carrier but nothing at all on the other side.
+qemu_args=(
+	-accel tcg,thread=multi -cpu max -smp 2 -m "$mem"
+	-display none -monitor none -no-reboot
+	-serial "file:$out/console.log"
+	-kernel "$bzimage"
+	-fsdev "local,id=root,path=/,security_model=none,readonly=on,multidevs=remap"
+	-device virtio-9p-pci,fsdev=root,mount_tag=/dev/root
+	-fsdev "local,id=out,path=$out,security_model=none"
+	-device virtio-9p-pci,fsdev=out,mount_tag=oxeout
+	-netdev hubport,id=n0,hubid=0
+	-device virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56
+	-append "console=ttyS0 root=/dev/root rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=512000,cache=loose ro panic=-1 init=$OXE_ROOT/qemu/guest-init.sh OXE_ROOT=$OXE_ROOT OXE_KDIR=$kdir OXE_FLAVOUR=$flavour"
+)
+
+set +e
+timeout --foreground -k 10 "$timeout_s" qemu-system-x86_64 "${qemu_args[@]}" </dev/null
+qrc=$?
+set -e
+
+rc=1
+if [[ -f $out/status ]]; then
+	rc=$(cat "$out/status")
+elif ((qrc == 124)); then
+	log "guest timed out after ${timeout_s}s"
+else
+	log "guest ended without a status (qemu exit $qrc)"
+fi
+
+# Kernel reports that fail any run.
+if grep -nE '(WARNING:|BUG:|Oops|KASAN:|UBSAN:|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|Kernel panic|unreferenced object|rust_panic|panicked at)' \
+	"$out/console.log" >"$out/kernel-reports.txt"; then
+	log "kernel reported problems (console: $out/console.log):"
+	head -20 "$out/kernel-reports.txt" >&2
+	((rc != 0)) || rc=90
+fi
+exit "$rc"

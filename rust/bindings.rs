@@ -1,0 +1,30 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Bindings for the RDMA core and oxe's C helpers, generated at build time by
+//! Kbuild from include/oxe_helpers.h with the kernel's own bindgen flags. Types
+//! outside the RDMA headers come from `kernel::bindings`.
+
+#![allow(
+    dead_code,
+    non_camel_case_types,
+    non_upper_case_globals,
+    non_snake_case,
+    improper_ctypes,
+    unreachable_pub,
+    unsafe_op_in_unsafe_fn,
+    missing_docs,
+    clippy::all,
+    clippy::undocumented_unsafe_blocks
+)]
+
+#[allow(unused_imports)]
+pub(crate) use kernel::bindings::*;
+use kernel::ffi;
+#[allow(unused_imports)]
+use pin_init::{MaybeZeroable, Zeroable};
+
+// SAFETY: `__BindgenBitfieldUnit<Storage>` is a newtype around `Storage`, so it
+// is zeroable whenever `Storage` is (as in rust/bindings/lib.rs).
+unsafe impl<Storage> Zeroable for __BindgenBitfieldUnit<Storage> where Storage: Zeroable {}
+
+include!("bindings_generated.rs");

@@ -1,0 +1,9 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Logic of oxe that needs no kernel. The kernel crate includes these files
+//! with `#[path]`, so they use `core` only; here they build on the host for
+//! `cargo test`.
+
+#![cfg_attr(not(test), no_std)]
+
+pub mod params;

@@ -1,0 +1,159 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Device and port parameters. The values match rdma_rxe's
+//! (drivers/infiniband/sw/rxe/rxe_param.h): librxe, perftest and an rxe peer
+//! size their queues, read depths and MTU from them.
+
+/// IEEE vendor id for "no vendor"; perftest then disables inline data.
+pub const VENDOR_ID: u32 = 0xff_ffff;
+pub const MAX_MR_SIZE: u64 = u64::MAX;
+pub const PAGE_SIZE_CAP: u64 = 0xffff_f000;
+const DEFAULT_MAX: u32 = 1 << 20;
+pub const MIN_QP_INDEX: u32 = 16;
+pub const MAX_QP: u32 = DEFAULT_MAX - MIN_QP_INDEX;
+pub const MAX_QP_WR: u32 = DEFAULT_MAX;
+pub const MAX_SGE: u32 = 32;
+pub const MAX_SGE_RD: u32 = 32;
+pub const MAX_CQ: u32 = DEFAULT_MAX;
+pub const MAX_CQE: u32 = (1 << 15) - 1;
+pub const MAX_MR: u32 = (DEFAULT_MAX >> 1) - 1;
+pub const MAX_MW: u32 = (DEFAULT_MAX >> 1) - 1;
+pub const MAX_PD: u32 = DEFAULT_MAX;
+/// A peer's perftest sets our max_rd_atomic to its own value, so accept rxe's.
+pub const MAX_QP_RD_ATOM: u32 = 128;
+pub const MAX_QP_INIT_RD_ATOM: u32 = 128;
+pub const MAX_RES_RD_ATOM: u32 = 0x3f000;
+pub const MAX_MCAST_GRP: u32 = 8192;
+pub const MAX_MCAST_QP_ATTACH: u32 = 56;
+pub const MAX_TOTAL_MCAST_QP_ATTACH: u32 = 0x70000;
+pub const MAX_AH: u32 = (1 << 15) - 1;
+pub const MAX_SRQ: u32 = DEFAULT_MAX - 0x0002_0001;
+pub const MAX_SRQ_WR: u32 = DEFAULT_MAX;
+pub const MAX_SRQ_SGE: u32 = 27;
+pub const MAX_FAST_REG_PAGE_LIST_LEN: u32 = 512;
+pub const MAX_PKEYS: u16 = 64;
+pub const LOCAL_CA_ACK_DELAY: u8 = 15;
+
+pub const PORT_GID_TBL_LEN: i32 = 1024;
+pub const PORT_MAX_MSG_SZ: u32 = 1 << 31;
+pub const PORT_PKEY_TBL_LEN: u16 = 1;
+pub const PORT_MAX_VL_NUM: u8 = 1;
+/// The one P_Key: default partition, full membership.
+pub const DEFAULT_PKEY_FULL: u16 = 0xffff;
+
+/// Bytes of headers (Ethernet, IP, UDP, BTH, extended headers, ICRC) that rxe
+/// reserves below the netdev MTU before choosing the IB path MTU.
+pub const MAX_HDR_LENGTH: i32 = 80;
+
+/// IB MTU enumeration (enum ib_mtu): 1 = 256 .. 5 = 4096.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[repr(u32)]
+pub enum IbMtu {
+    Mtu256 = 1,
+    Mtu512 = 2,
+    Mtu1024 = 3,
+    Mtu2048 = 4,
+    Mtu4096 = 5,
+}
+
+impl IbMtu {
+    pub const fn bytes(self) -> u32 {
+        128 << (self as u32)
+    }
+}
+
+/// The active MTU of a port whose netdev has MTU `netdev_mtu`, computed exactly
+/// as rdma_rxe does (rxe_set_mtu): an rxe responder requires FIRST and MIDDLE
+/// packets to carry exactly its path MTU, and perftest picks each side's path
+/// MTU from its own port, so both ends must agree.
+pub const fn active_mtu(netdev_mtu: u32) -> IbMtu {
+    // rxe works in int; an MTU above i32::MAX is not a real netdev.
+    let payload = if netdev_mtu > i32::MAX as u32 {
+        i32::MAX
+    } else {
+        netdev_mtu as i32 - MAX_HDR_LENGTH
+    };
+    if payload < 512 {
+        // Below 256 rxe's table gives 0, which rxe_set_mtu turns into 256.
+        IbMtu::Mtu256
+    } else if payload < 1024 {
+        IbMtu::Mtu512
+    } else if payload < 2048 {
+        IbMtu::Mtu1024
+    } else if payload < 4096 {
+        IbMtu::Mtu2048
+    } else {
+        IbMtu::Mtu4096
+    }
+}
+
+/// Modified EUI-64 from a 48-bit MAC (RFC 4291 appendix A), as
+/// addrconf_addr_eui48() builds node and system image GUIDs.
+pub const fn eui64_from_mac(mac: [u8; 6]) -> [u8; 8] {
+    [
+        mac[0] ^ 0x02,
+        mac[1],
+        mac[2],
+        0xff,
+        0xfe,
+        mac[3],
+        mac[4],
+        mac[5],
+    ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// rxe's own functions, transcribed literally, as the oracle.
+    fn rxe_mtu_int_to_enum(mtu: i32) -> u32 {
+        match mtu {
+            i32::MIN..=255 => 0,
+            256..=511 => 1,
+            512..=1023 => 2,
+            1024..=2047 => 3,
+            2048..=4095 => 4,
+            _ => 5,
+        }
+    }
+
+    fn rxe_active_mtu(ndev_mtu: u32) -> u32 {
+        let e = rxe_mtu_int_to_enum((ndev_mtu as i32).wrapping_sub(80));
+        if e == 0 {
+            1
+        } else {
+            e.min(5)
+        }
+    }
+
+    #[test]
+    fn active_mtu_matches_rxe_everywhere_it_matters() {
+        for mtu in 0..20_000u32 {
+            assert_eq!(active_mtu(mtu) as u32, rxe_active_mtu(mtu), "mtu {mtu}");
+        }
+        for mtu in [65_535, 65_536, 1 << 20, i32::MAX as u32] {
+            assert_eq!(active_mtu(mtu) as u32, rxe_active_mtu(mtu), "mtu {mtu}");
+        }
+    }
+
+    #[test]
+    fn active_mtu_common_values() {
+        assert_eq!(active_mtu(1500), IbMtu::Mtu1024);
+        assert_eq!(active_mtu(9000), IbMtu::Mtu4096);
+        assert_eq!(active_mtu(65536), IbMtu::Mtu4096);
+        assert_eq!(active_mtu(68), IbMtu::Mtu256);
+        assert_eq!(active_mtu(u32::MAX), IbMtu::Mtu4096);
+        assert_eq!(IbMtu::Mtu1024.bytes(), 1024);
+        assert_eq!(IbMtu::Mtu4096.bytes(), 4096);
+    }
+
+    #[test]
+    fn eui64() {
+        assert_eq!(
+            eui64_from_mac([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]),
+            [0x50, 0x54, 0x00, 0xff, 0xfe, 0x12, 0x34, 0x56]
+        );
+        assert_eq!(eui64_from_mac([0x02, 0, 0, 0, 0, 0])[0], 0);
+    }
+}

@@ -1,0 +1,283 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The oxe `ib_device`: creation on `rdma link add`, the device, port and
+//! ucontext verbs, and removal when the netdev goes away.
+
+use core::ffi::{c_int, CStr};
+use core::mem::size_of;
+use core::ptr;
+
+use kernel::prelude::*;
+
+use crate::bindings as b;
+use crate::params;
+
+/// One oxe device. The core allocates it (`ib_alloc_device`) and frees it
+/// after `dealloc_driver`; `ib` must come first.
+#[repr(C)]
+pub(crate) struct OxeDevice {
+    ib: b::ib_device,
+}
+
+/// Per-process context. Empty for now; the core requires the object size.
+#[repr(C)]
+pub(crate) struct OxeUcontext {
+    ib: b::ib_ucontext,
+}
+
+const PORT: u32 = 1;
+
+fn errno(e: Error) -> c_int {
+    e.to_errno()
+}
+
+/// The device's netdev with a reference held, dropped with the guard.
+struct NetdevRef(*mut b::net_device);
+
+impl NetdevRef {
+    fn get(ib: *mut b::ib_device) -> Option<Self> {
+        // SAFETY: `ib` is a live device; the result is referenced or NULL.
+        let ndev = unsafe { b::ib_device_get_netdev(ib, PORT) };
+        (!ndev.is_null()).then_some(NetdevRef(ndev))
+    }
+}
+
+impl Drop for NetdevRef {
+    fn drop(&mut self) {
+        // SAFETY: the reference was taken by `ib_device_get_netdev`.
+        unsafe { b::oxe_dev_put(self.0) };
+    }
+}
+
+fn mac_of(ndev: *mut b::net_device) -> [u8; 6] {
+    let mut mac = [0u8; 6];
+    // SAFETY: `ndev` is referenced by the caller; `dev_addr` holds `addr_len`
+    // bytes, of which at most 6 are read.
+    unsafe {
+        let len = usize::from((*ndev).addr_len).min(mac.len());
+        if len > 0 && !(*ndev).dev_addr.is_null() {
+            ptr::copy_nonoverlapping((*ndev).dev_addr, mac.as_mut_ptr(), len);
+        } else {
+            // Connection management needs a unique GID even without a MAC.
+            b::get_random_bytes(mac.as_mut_ptr().cast(), mac.len());
+            mac[0] = (mac[0] & 0xfe) | 0x02;
+        }
+    }
+    mac
+}
+
+/// Creates and registers a device named `name` on `ndev`.
+pub(crate) fn add(name: &CStr, ndev: *mut b::net_device) -> Result {
+    // SAFETY: the core holds a reference on `ndev` during newlink.
+    if unsafe { b::oxe_is_vlan_dev(ndev) } {
+        pr_err!("{}: oxe runs on top of a real device only\n", name.to_str().unwrap_or("?"));
+        return Err(EPERM);
+    }
+    // SAFETY: `ndev` is live; a found device comes back referenced.
+    let existing = unsafe { b::ib_device_get_by_netdev(ndev, b::rdma_driver_id_RDMA_DRIVER_RXE) };
+    if !existing.is_null() {
+        // SAFETY: reference taken just above.
+        unsafe { b::ib_device_put(existing) };
+        return Err(EEXIST);
+    }
+
+    // SAFETY: the size covers `OxeDevice`, whose first field is the ib_device.
+    let ib = unsafe { b::oxe_alloc_ib_device(size_of::<OxeDevice>()) };
+    if ib.is_null() {
+        return Err(ENOMEM);
+    }
+    // SAFETY: `ib` is a freshly allocated, zeroed, unregistered device we own.
+    let ret = unsafe { init_and_register(ib, name, ndev) };
+    if ret != 0 {
+        // SAFETY: registration failed, so the device is still ours to free;
+        // this also calls dealloc_driver and drops the netdev reference.
+        unsafe { b::ib_dealloc_device(ib) };
+        return Err(Error::from_errno(ret));
+    }
+    Ok(())
+}
+
+/// # Safety
+/// `ib` must be a freshly allocated, unregistered oxe device; `ndev` referenced.
+unsafe fn init_and_register(ib: *mut b::ib_device, name: &CStr, ndev: *mut b::net_device) -> c_int {
+    let guid = u64::from_ne_bytes(params::eui64_from_mac(mac_of(ndev)));
+    // SAFETY: per the function's contract.
+    unsafe {
+        let dev = &mut *ib;
+        dev.name_assign_type = b::rdma_nl_name_assign_type_RDMA_NAME_ASSIGN_TYPE_USER;
+        let desc = b"oxe";
+        for (d, s) in dev.node_desc.iter_mut().zip(desc) {
+            *d = *s as _;
+        }
+        dev.node_type = b::rdma_node_type_RDMA_NODE_IB_CA as _;
+        dev.phys_port_cnt = 1;
+        dev.num_comp_vectors = b::oxe_num_possible_cpus() as c_int;
+        dev.local_dma_lkey = 0;
+        dev.node_guid = guid;
+
+        let mut ops: b::ib_device_ops = pin_init::zeroed();
+        ops.owner = crate::THIS_MODULE.as_ptr();
+        ops.driver_id = b::rdma_driver_id_RDMA_DRIVER_RXE;
+        ops.uverbs_abi_ver = b::RXE_UVERBS_ABI_VERSION;
+        ops.query_device = Some(query_device);
+        ops.query_port = Some(query_port);
+        ops.get_port_immutable = Some(get_port_immutable);
+        ops.get_link_layer = Some(get_link_layer);
+        ops.query_pkey = Some(query_pkey);
+        ops.alloc_ucontext = Some(alloc_ucontext);
+        ops.dealloc_ucontext = Some(dealloc_ucontext);
+        ops.dealloc_driver = Some(dealloc_driver);
+        ops.size_ib_ucontext = size_of::<OxeUcontext>();
+        b::ib_set_device_ops(ib, &ops);
+
+        let ret = b::ib_device_set_netdev(ib, ndev, PORT);
+        if ret != 0 {
+            return ret;
+        }
+        b::ib_register_device(ib, name.as_ptr(), ptr::null_mut())
+    }
+}
+
+/// Netdev notifier, NETDEV_UNREGISTER: the device goes with its netdev. Queued,
+/// because rtnl is held here and unregistration takes it (ib_get_eth_speed).
+pub(crate) fn netdev_unregistering(ndev: *mut b::net_device) {
+    // SAFETY: `ndev` is valid during the notifier call.
+    let ib = unsafe { b::ib_device_get_by_netdev(ndev, b::rdma_driver_id_RDMA_DRIVER_RXE) };
+    if ib.is_null() {
+        return;
+    }
+    // SAFETY: `ib` is referenced; rdma_rxe is never loaded with oxe, but only
+    // our own devices are touched all the same.
+    unsafe {
+        if (*ib).ops.owner == crate::THIS_MODULE.as_ptr() {
+            b::ib_unregister_device_queued(ib);
+        }
+        b::ib_device_put(ib);
+    }
+}
+
+unsafe extern "C" fn dealloc_driver(_ib: *mut b::ib_device) {
+    // Nothing Rust-owned lives in OxeDevice yet; per-device state will be
+    // dropped here, just before the core frees the memory.
+}
+
+unsafe extern "C" fn query_device(
+    _ib: *mut b::ib_device,
+    attr: *mut b::ib_device_attr,
+    udata: *mut b::ib_udata,
+) -> c_int {
+    // SAFETY: `udata` is NULL (kernel caller) or the command's udata.
+    let ret = unsafe { b::oxe_udata_in_empty(udata) };
+    if ret != 0 {
+        return ret;
+    }
+    // SAFETY: the core passes a writable attribute block.
+    let a = unsafe { &mut *attr };
+    *a = pin_init::zeroed();
+    a.vendor_id = params::VENDOR_ID;
+    a.max_mr_size = params::MAX_MR_SIZE;
+    a.page_size_cap = params::PAGE_SIZE_CAP;
+    a.max_qp = params::MAX_QP as c_int;
+    a.max_qp_wr = params::MAX_QP_WR as c_int;
+    a.device_cap_flags = u64::from(
+        b::ib_device_cap_flags_IB_DEVICE_BAD_PKEY_CNTR
+            | b::ib_device_cap_flags_IB_DEVICE_BAD_QKEY_CNTR
+            | b::ib_device_cap_flags_IB_DEVICE_CHANGE_PHY_PORT
+            | b::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT
+            | b::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID
+            | b::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN,
+    );
+    a.kernel_cap_flags = u64::from(b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
+    a.max_send_sge = params::MAX_SGE as c_int;
+    a.max_recv_sge = params::MAX_SGE as c_int;
+    a.max_sge_rd = params::MAX_SGE_RD as c_int;
+    a.max_cq = params::MAX_CQ as c_int;
+    a.max_cqe = params::MAX_CQE as c_int;
+    a.max_mr = params::MAX_MR as c_int;
+    a.max_mw = params::MAX_MW as c_int;
+    a.max_pd = params::MAX_PD as c_int;
+    a.max_qp_rd_atom = params::MAX_QP_RD_ATOM as c_int;
+    a.max_res_rd_atom = params::MAX_RES_RD_ATOM as c_int;
+    a.max_qp_init_rd_atom = params::MAX_QP_INIT_RD_ATOM as c_int;
+    a.atomic_cap = b::ib_atomic_cap_IB_ATOMIC_HCA;
+    a.max_mcast_grp = params::MAX_MCAST_GRP as c_int;
+    a.max_mcast_qp_attach = params::MAX_MCAST_QP_ATTACH as c_int;
+    a.max_total_mcast_qp_attach = params::MAX_TOTAL_MCAST_QP_ATTACH as c_int;
+    a.max_ah = params::MAX_AH as c_int;
+    a.max_srq = params::MAX_SRQ as c_int;
+    a.max_srq_wr = params::MAX_SRQ_WR as c_int;
+    a.max_srq_sge = params::MAX_SRQ_SGE as c_int;
+    a.max_fast_reg_page_list_len = params::MAX_FAST_REG_PAGE_LIST_LEN;
+    a.max_pkeys = params::MAX_PKEYS;
+    a.local_ca_ack_delay = params::LOCAL_CA_ACK_DELAY;
+    // SAFETY: `_ib` is live; the netdev guard holds a reference.
+    if let Some(nd) = NetdevRef::get(_ib) {
+        a.sys_image_guid = u64::from_ne_bytes(params::eui64_from_mac(mac_of(nd.0)));
+    }
+    // SAFETY: as above.
+    unsafe { b::oxe_respond_empty_udata(udata) }
+}
+
+unsafe extern "C" fn query_port(ib: *mut b::ib_device, port: u32, attr: *mut b::ib_port_attr) -> c_int {
+    if port != PORT {
+        return errno(EINVAL);
+    }
+    let Some(nd) = NetdevRef::get(ib) else {
+        return errno(ENODEV);
+    };
+    // SAFETY: the core passes a zeroed, writable attribute block.
+    let a = unsafe { &mut *attr };
+    a.max_mtu = b::ib_mtu_IB_MTU_4096;
+    // SAFETY: the netdev is referenced by `nd`.
+    let mtu = unsafe { (*nd.0).mtu };
+    a.active_mtu = params::active_mtu(mtu) as b::ib_mtu;
+    a.gid_tbl_len = params::PORT_GID_TBL_LEN;
+    a.port_cap_flags = b::ib_port_capability_mask_bits_IB_PORT_CM_SUP;
+    a.max_msg_sz = params::PORT_MAX_MSG_SZ;
+    a.pkey_tbl_len = params::PORT_PKEY_TBL_LEN;
+    a.max_vl_num = params::PORT_MAX_VL_NUM;
+    // SAFETY: `nd` keeps the netdev alive; the outputs are plain locals.
+    unsafe { b::oxe_netdev_port_state(nd.0, &mut a.state, &mut a.phys_state) };
+    // Takes rtnl: never called with it held (registration happens outside).
+    // SAFETY: `ib` is live and the outputs point into `attr`.
+    unsafe { b::ib_get_eth_speed(ib, port, &mut a.active_speed, &mut a.active_width) }
+}
+
+unsafe extern "C" fn get_port_immutable(
+    ib: *mut b::ib_device,
+    port: u32,
+    immutable: *mut b::ib_port_immutable,
+) -> c_int {
+    if port != PORT {
+        return errno(EINVAL);
+    }
+    // SAFETY: the core passes a writable block.
+    let im = unsafe { &mut *immutable };
+    im.core_cap_flags = b::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+    im.pkey_tbl_len = c_int::from(params::PORT_PKEY_TBL_LEN);
+    im.gid_tbl_len = params::PORT_GID_TBL_LEN;
+    im.max_mad_size = b::IB_MGMT_MAD_SIZE;
+    let _ = ib;
+    0
+}
+
+unsafe extern "C" fn get_link_layer(_ib: *mut b::ib_device, _port: u32) -> b::rdma_link_layer {
+    b::rdma_link_layer_IB_LINK_LAYER_ETHERNET
+}
+
+unsafe extern "C" fn query_pkey(_ib: *mut b::ib_device, port: u32, index: u16, pkey: *mut u16) -> c_int {
+    if port != PORT || index != 0 {
+        return errno(EINVAL);
+    }
+    // SAFETY: the core passes a writable u16.
+    unsafe { *pkey = params::DEFAULT_PKEY_FULL };
+    0
+}
+
+unsafe extern "C" fn alloc_ucontext(_uc: *mut b::ib_ucontext, udata: *mut b::ib_udata) -> c_int {
+    // librxe sends no driver data with GET_CONTEXT and expects none back.
+    // SAFETY: `udata` is the command's udata.
+    unsafe { b::oxe_udata_in_empty(udata) }
+}
+
+unsafe extern "C" fn dealloc_ucontext(_uc: *mut b::ib_ucontext) {}

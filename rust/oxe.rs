@@ -1,0 +1,42 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! oxe: a soft-RoCE (RoCEv2) RDMA provider.
+//!
+//! oxe registers `ib_device`s with the RDMA core, created by
+//! `rdma link add NAME type oxe netdev DEV`. It speaks rdma_rxe's user ABI and
+//! reports `RDMA_DRIVER_RXE`, so the stock librxe provider drives it.
+//!
+//! One file per RDMA object or pipeline stage, as in rdma_rxe: `device` (the
+//! ib_device and its queries), `link` (rdma link ops, netdev and module
+//! notifiers). `bindings` is the FFI layer; `common/` holds the logic that also
+//! builds on the host.
+
+use kernel::prelude::*;
+
+mod bindings;
+mod device;
+mod link;
+
+#[path = "common/params.rs"]
+mod params;
+
+module! {
+    type: OxeModule,
+    name: "rdma_oxe",
+    authors: ["oxe developers"],
+    description: "Soft-RoCE RDMA provider written in Rust",
+    license: "GPL",
+    alias: ["rdma-link-oxe"],
+}
+
+struct OxeModule {
+    _link: Pin<KBox<link::Registrations>>,
+}
+
+impl kernel::Module for OxeModule {
+    fn init(module: &'static ThisModule) -> Result<Self> {
+        let link = link::Registrations::register(module)?;
+        pr_info!("loaded\n");
+        Ok(OxeModule { _link: link })
+    }
+}

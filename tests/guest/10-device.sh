@@ -1,0 +1,91 @@
+#!/bin/sh
+# The oxe ib_device: module load/unload, rdma link add/delete, what stock
+# rdma-core sees, netdev removal, rmmod with devices, rdma_rxe exclusion.
+. "$(dirname "$0")/../lib.sh"
+
+ktap_print_header
+ktap_set_plan 24
+
+# --- module
+check "module loads" oxe_load
+check "module unloads" oxe_unload
+ok=true
+for i in 1 2 3 4 5; do oxe_load && oxe_unload || ok=false; done
+check "module load/unload 5 times" $ok
+
+# --- the rdma-link-oxe alias: rdma link add loads the module itself
+check "rdma link add autoloads rdma_oxe" sh -c 'rdma link add oxe0 type oxe netdev eth0 && [ -d /sys/module/rdma_oxe ]'
+check "rdma link show lists oxe0 on eth0" sh -c 'rdma link show oxe0/1 | grep -q "state ACTIVE.*netdev eth0"'
+check "ibv_devices lists oxe0" sh -c 'ibv_devices | grep -q "oxe0"'
+
+info=$(ibv_devinfo -d oxe0 2>&1)
+echo "$info" | sed 's/^/# /'
+check "ibv_devinfo: PORT_ACTIVE" sh -c "echo '$info' | grep -q 'state:.*PORT_ACTIVE (4)'"
+check "ibv_devinfo: link_layer Ethernet" sh -c "echo '$info' | grep -q 'link_layer:.*Ethernet'"
+check "ibv_devinfo: active_mtu 1024 for a 1500-byte netdev (as rxe)" \
+	sh -c "echo '$info' | grep -q 'active_mtu:.*1024 (3)'"
+check "ibv_devinfo: node_guid is the EUI-64 of the MAC" \
+	sh -c "echo '$info' | grep -q 'node_guid:.*5054:00ff:fe12:3456'"
+check "ibv_devinfo: vendor_id 0xffffff (rxe's, so perftest treats it alike)" \
+	sh -c "echo '$info' | grep -q 'vendor_id:.*0xffffff'"
+
+gids=$(ibv_devinfo -v -d oxe0 2>&1 | grep GID)
+echo "$gids" | sed 's/^/# /'
+check "a RoCE v2 GID for the guest's IPv4 address" \
+	sh -c "echo '$gids' | grep -q '::ffff:10.77.0.1, RoCE v2'"
+check "sysfs pkey 0 is 0xffff" sh -c '[ "$(cat /sys/class/infiniband/oxe0/ports/1/pkeys/0)" = 0xffff ]'
+
+# Port state follows the netdev; the core raises the port events.
+ip link set eth0 down
+down=$(cat $IBDIR/oxe0/ports/1/state; cat $IBDIR/oxe0/ports/1/phys_state)
+ip link set eth0 up
+up_ok() { grep -q ACTIVE $IBDIR/oxe0/ports/1/state; }
+check "port DOWN/Disabled with the netdev down, ACTIVE again when up" \
+	sh -c "echo '$down' | grep -q '1: DOWN' && echo '$down' | grep -q 'Disabled' && $(wait_for 5 up_ok && echo true || echo false)"
+
+add2=$(stderr_of rdma link add oxe1 type oxe netdev eth0)
+check "a second device on the same netdev is refused (EEXIST)" \
+	sh -c "echo '$add2' | grep -qi 'exists' && ! [ -e $IBDIR/oxe1 ]"
+check "rdma link add on a missing netdev fails" sh -c '! rdma link add oxe1 type oxe netdev nosuchdev 2>/dev/null'
+
+check "rdma link delete removes oxe0" sh -c 'rdma link delete oxe0 && ! [ -e /sys/class/infiniband/oxe0 ]'
+
+ok=true
+for i in $(seq 1 50); do
+	rdma link add oxe0 type oxe netdev eth0 || { ok=false; break; }
+	rdma link delete oxe0 || { ok=false; break; }
+done
+check "rdma link add/delete 50 times" sh -c "$ok && ! [ -e $IBDIR/oxe0 ]"
+
+# MTU on a veth, whose MTU can be anything: active_mtu is rxe's mapping.
+ip link add vth0 type veth peer name vth1
+ip link set vth0 up; ip link set vth1 up
+ip link set vth0 mtu 9000
+rdma link add oxe1 type oxe netdev vth0
+mtu9000=$(ibv_devinfo -d oxe1 | grep active_mtu)
+ip link set vth0 mtu 1100
+mtu1100=$(ibv_devinfo -d oxe1 | grep active_mtu)
+check "active_mtu follows the netdev MTU (9000 -> 4096, 1100 -> 1024)" \
+	sh -c "echo '$mtu9000' | grep -q 4096 && echo '$mtu1100' | grep -q 1024"
+
+ip link del vth0
+check "deleting the netdev removes its device" wait_for 10 sh -c '! [ -e /sys/class/infiniband/oxe1 ]'
+
+# rmmod with devices present tears them down.
+ip link add vth0 type veth peer name vth1
+rdma link add oxe0 type oxe netdev eth0
+rdma link add oxe1 type oxe netdev vth0
+check "rmmod with two devices present" sh -c 'modprobe -r rdma_oxe && ! [ -d /sys/module/rdma_oxe ] && [ -z "$(ls /sys/class/infiniband)" ]'
+ip link del vth0
+
+# rdma_rxe claims every RDMA_DRIVER_RXE device: the two never share a kernel.
+modprobe rdma_rxe
+check "oxe refuses to load while rdma_rxe is loaded" sh -c '! modprobe rdma_oxe 2>/dev/null && dmesg | grep -q "rdma_rxe is loaded"'
+modprobe -r rdma_rxe
+oxe_load
+check "rdma_rxe is refused while oxe is loaded" sh -c '! modprobe rdma_rxe 2>/dev/null && ! [ -d /sys/module/rdma_rxe ]'
+oxe_unload
+
+check "nothing left: no devices, module unloaded" sh -c 'no_ib_devices() { [ -z "$(ls /sys/class/infiniband)" ]; }; no_ib_devices && ! [ -d /sys/module/rdma_oxe ]'
+
+ktap_finished
