@@ -3,6 +3,9 @@
 
 #include <linux/if_vlan.h>
 #include <linux/namei.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
+#include <linux/capability.h>
 #include "oxe_helpers.h"
 
 struct ib_device *oxe_alloc_ib_device(size_t size)
@@ -25,6 +28,19 @@ void oxe_netdev_port_state(struct net_device *ndev, enum ib_port_state *state,
 void oxe_dev_put(struct net_device *ndev)
 {
 	dev_put(ndev);
+}
+
+unsigned int oxe_netdev_mtu(struct net_device *ndev)
+{
+	return READ_ONCE(ndev->mtu);
+}
+
+bool oxe_netdev_mac(struct net_device *ndev, u8 mac[6])
+{
+	if (ndev->addr_len < ETH_ALEN || !ndev->dev_addr)
+		return false;
+	memcpy(mac, ndev->dev_addr, ETH_ALEN);
+	return true;
 }
 
 bool oxe_is_vlan_dev(struct net_device *ndev)
@@ -57,4 +73,63 @@ bool oxe_module_loaded(const char *name)
 		return false;
 	path_put(&path);
 	return true;
+}
+
+int oxe_account_pinned(unsigned long npages, struct mm_struct **mmp)
+{
+	struct mm_struct *mm = current->mm;
+	unsigned long limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	u64 pinned;
+
+	if (!mm)
+		return -EFAULT;
+	pinned = atomic64_add_return(npages, &mm->pinned_vm);
+	if (pinned > limit && !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &mm->pinned_vm);
+		return -ENOMEM;
+	}
+	mmgrab(mm);
+	*mmp = mm;
+	return 0;
+}
+
+void oxe_unaccount_pinned(struct mm_struct *mm, unsigned long npages)
+{
+	atomic64_sub(npages, &mm->pinned_vm);
+	mmdrop(mm);
+}
+
+unsigned long oxe_page_to_pfn(struct page *page)
+{
+	return page_to_pfn(page);
+}
+
+struct page *oxe_pfn_to_page(unsigned long pfn)
+{
+	return pfn_to_page(pfn);
+}
+
+void oxe_xa_init(struct xarray *xa)
+{
+	xa_init(xa);
+}
+
+void *oxe_xa_mk_value(unsigned long v)
+{
+	return xa_mk_value(v);
+}
+
+bool oxe_xa_is_value(const void *entry)
+{
+	return xa_is_value(entry);
+}
+
+unsigned long oxe_xa_to_value(const void *entry)
+{
+	return xa_to_value(entry);
+}
+
+int oxe_xa_err(void *entry)
+{
+	return xa_err(entry);
 }

@@ -9,8 +9,12 @@
 #include <linux/netdevice.h>
 #include <linux/module.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/ib_mad.h>
 #include <rdma/uverbs_ioctl.h>
 #include <rdma/rdma_netlink.h>
+#include <rdma/restrack.h>
+#include <linux/xarray.h>
+#include <linux/mm.h>
 #include <uapi/rdma/ib_user_verbs.h>
 #include <uapi/rdma/rdma_user_rxe.h>
 
@@ -21,11 +25,33 @@ struct ib_device *oxe_alloc_ib_device(size_t size);
 void oxe_netdev_port_state(struct net_device *ndev, enum ib_port_state *state,
 			   enum ib_port_phys_state *phys_state);
 void oxe_dev_put(struct net_device *ndev);
+/* net_device is opaque to Rust (kernel::bindings has no fields for it). */
+unsigned int oxe_netdev_mtu(struct net_device *ndev);
+/* Copies the MAC into @mac; false if the netdev has none. */
+bool oxe_netdev_mac(struct net_device *ndev, u8 mac[6]);
 bool oxe_is_vlan_dev(struct net_device *ndev);
 unsigned int oxe_num_possible_cpus(void);
 
 int oxe_udata_in_empty(struct ib_udata *udata);
 int oxe_respond_empty_udata(struct ib_udata *udata);
+
+/*
+ * Pinned-page accounting against RLIMIT_MEMLOCK, as the core's umem does:
+ * adds @npages to current->mm->pinned_vm (unless over the limit without
+ * CAP_IPC_LOCK: -ENOMEM) and returns the mm, grabbed, in @mmp.
+ */
+int oxe_account_pinned(unsigned long npages, struct mm_struct **mmp);
+void oxe_unaccount_pinned(struct mm_struct *mm, unsigned long npages);
+
+unsigned long oxe_page_to_pfn(struct page *page);
+struct page *oxe_pfn_to_page(unsigned long pfn);
+
+/* xarray static inlines: init, value entries, errors. */
+void oxe_xa_init(struct xarray *xa);
+void *oxe_xa_mk_value(unsigned long v);
+bool oxe_xa_is_value(const void *entry);
+unsigned long oxe_xa_to_value(const void *entry);
+int oxe_xa_err(void *entry);
 
 /* True if the module @name is loaded (find_module() is not exported). */
 bool oxe_module_loaded(const char *name);

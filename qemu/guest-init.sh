@@ -24,16 +24,24 @@ ip link set eth0 up
 ip addr add 10.77.0.1/24 dev eth0
 
 # A module tree for this kernel, so modprobe and the rdma-link-oxe alias work:
-# the reference drivers from the kernel build, and oxe itself in the oxe flavour.
+# the reference drivers from the kernel build, and oxe itself in the oxe
+# flavour (the rxe flavour, for comparisons with rdma_rxe, never sees oxe).
+# It lives in tmpfs; a modprobe wrapper points modprobe, and the kernel's
+# module autoloader, at it.
 rel=$(uname -r)
-mount -t tmpfs tmpfs /lib/modules
-mkdir -p "/lib/modules/$rel/extra"
-cp -a "$OXE_KDIR/modroot/lib/modules/$rel/." "/lib/modules/$rel/" 2>/dev/null
-# The rxe flavour (benchmarks against rdma_rxe) must never see oxe.
+modroot=/tmp/modroot
+mkdir -p "$modroot/lib/modules/$rel/extra" /tmp/bin
+cp -a "$OXE_KDIR/modroot/lib/modules/$rel/." "$modroot/lib/modules/$rel/"
 if [ "$OXE_FLAVOUR" = oxe ] && [ -f "$OXE_ROOT/rdma_oxe.ko" ]; then
-	cp "$OXE_ROOT/rdma_oxe.ko" "/lib/modules/$rel/extra/"
+	cp "$OXE_ROOT/rdma_oxe.ko" "$modroot/lib/modules/$rel/extra/"
 fi
-depmod -a "$rel"
+depmod -b "$modroot" "$rel"
+real_modprobe=$(command -v modprobe)
+printf '#!/bin/sh\nexec %s -d %s "$@"\n' "$real_modprobe" "$modroot" >/tmp/bin/modprobe
+printf '#!/bin/sh\nexec %s -b %s "$@"\n' "$(command -v modinfo)" "$modroot" >/tmp/bin/modinfo
+chmod +x /tmp/bin/modprobe /tmp/bin/modinfo
+echo /tmp/bin/modprobe >/proc/sys/kernel/modprobe
+export PATH=/tmp/bin:$PATH
 
 ulimit -l unlimited
 cd "$OXE_ROOT" || exit 1

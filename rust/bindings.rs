@@ -14,7 +14,13 @@
     unsafe_op_in_unsafe_fn,
     missing_docs,
     clippy::all,
-    clippy::undocumented_unsafe_blocks
+    clippy::as_underscore,
+    clippy::cast_lossless,
+    clippy::ptr_as_ptr,
+    clippy::ref_as_ptr,
+    clippy::missing_safety_doc,
+    clippy::undocumented_unsafe_blocks,
+    unnecessary_transmutes
 )]
 
 #[allow(unused_imports)]
@@ -26,5 +32,10 @@ use pin_init::{MaybeZeroable, Zeroable};
 // SAFETY: `__BindgenBitfieldUnit<Storage>` is a newtype around `Storage`, so it
 // is zeroable whenever `Storage` is (as in rust/bindings/lib.rs).
 unsafe impl<Storage> Zeroable for __BindgenBitfieldUnit<Storage> where Storage: Zeroable {}
+
+// SAFETY: a zero-sized marker.
+unsafe impl<T> Zeroable for __BindgenUnionField<T> {}
+// SAFETY: an aligned newtype around `T`.
+unsafe impl<T: Zeroable> Zeroable for __BindgenOpaqueArray8<T> {}
 
 include!("bindings_generated.rs");

@@ -3,20 +3,49 @@
 //! The oxe `ib_device`: creation on `rdma link add`, the device, port and
 //! ucontext verbs, and removal when the netdev goes away.
 
-use core::ffi::{c_int, CStr};
+use core::ffi::CStr;
 use core::mem::size_of;
 use core::ptr;
 
+use kernel::ffi::c_int;
 use kernel::prelude::*;
 
 use crate::bindings as b;
+use crate::keys::KeyTable;
+use crate::mr::{self, OxeMr};
 use crate::params;
+use crate::pd::{self, OxePd};
 
 /// One oxe device. The core allocates it (`ib_alloc_device`) and frees it
 /// after `dealloc_driver`; `ib` must come first.
 #[repr(C)]
 pub(crate) struct OxeDevice {
     ib: b::ib_device,
+    /// Rust-owned state, set right after allocation, dropped in
+    /// `dealloc_driver`.
+    state: Option<Pin<KBox<DeviceState>>>,
+}
+
+/// What an oxe device owns besides its `ib_device`.
+#[pin_data]
+pub(crate) struct DeviceState {
+    /// lkey/rkey -> MR.
+    #[pin]
+    pub(crate) keys: KeyTable<OxeMr>,
+}
+
+impl OxeDevice {
+    /// # Safety
+    ///
+    /// `ib` must be a live oxe device.
+    pub(crate) unsafe fn from_ib<'a>(ib: *mut b::ib_device) -> &'a OxeDevice {
+        // SAFETY: `ib` is the first field of a `repr(C)` OxeDevice.
+        unsafe { &*ib.cast::<OxeDevice>() }
+    }
+
+    pub(crate) fn state(&self) -> Option<&DeviceState> {
+        self.state.as_deref()
+    }
 }
 
 /// Per-process context. Empty for now; the core requires the object size.
@@ -51,17 +80,12 @@ impl Drop for NetdevRef {
 
 fn mac_of(ndev: *mut b::net_device) -> [u8; 6] {
     let mut mac = [0u8; 6];
-    // SAFETY: `ndev` is referenced by the caller; `dev_addr` holds `addr_len`
-    // bytes, of which at most 6 are read.
-    unsafe {
-        let len = usize::from((*ndev).addr_len).min(mac.len());
-        if len > 0 && !(*ndev).dev_addr.is_null() {
-            ptr::copy_nonoverlapping((*ndev).dev_addr, mac.as_mut_ptr(), len);
-        } else {
-            // Connection management needs a unique GID even without a MAC.
-            b::get_random_bytes(mac.as_mut_ptr().cast(), mac.len());
-            mac[0] = (mac[0] & 0xfe) | 0x02;
-        }
+    // SAFETY: `ndev` is referenced by the caller; `mac` has room for 6 bytes.
+    if !unsafe { b::oxe_netdev_mac(ndev, mac.as_mut_ptr()) } {
+        // Connection management needs a unique GID even without a MAC.
+        // SAFETY: writes `mac.len()` bytes into `mac`.
+        unsafe { b::get_random_bytes(mac.as_mut_ptr().cast(), mac.len()) };
+        mac[0] = (mac[0] & 0xfe) | 0x02;
     }
     mac
 }
@@ -70,7 +94,10 @@ fn mac_of(ndev: *mut b::net_device) -> [u8; 6] {
 pub(crate) fn add(name: &CStr, ndev: *mut b::net_device) -> Result {
     // SAFETY: the core holds a reference on `ndev` during newlink.
     if unsafe { b::oxe_is_vlan_dev(ndev) } {
-        pr_err!("{}: oxe runs on top of a real device only\n", name.to_str().unwrap_or("?"));
+        pr_err!(
+            "{}: oxe runs on top of a real device only\n",
+            name.to_str().unwrap_or("?")
+        );
         return Err(EPERM);
     }
     // SAFETY: `ndev` is live; a found device comes back referenced.
@@ -86,8 +113,21 @@ pub(crate) fn add(name: &CStr, ndev: *mut b::net_device) -> Result {
     if ib.is_null() {
         return Err(ENOMEM);
     }
-    // SAFETY: `ib` is a freshly allocated, zeroed, unregistered device we own.
-    let ret = unsafe { init_and_register(ib, name, ndev) };
+    let dev = ib.cast::<OxeDevice>();
+    // SAFETY: fresh memory of OxeDevice's size; write without reading.
+    unsafe { ptr::addr_of_mut!((*dev).state).write(None) };
+    let state = KBox::pin_init(
+        try_pin_init!(DeviceState { keys <- KeyTable::new() }? Error),
+        GFP_KERNEL,
+    );
+    let ret = match state {
+        // SAFETY: nothing else knows the device yet.
+        Ok(state) => unsafe {
+            (*dev).state = Some(state);
+            init_and_register(ib, name, ndev)
+        },
+        Err(e) => e.to_errno(),
+    };
     if ret != 0 {
         // SAFETY: registration failed, so the device is still ours to free;
         // this also calls dealloc_driver and drops the netdev reference.
@@ -107,9 +147,9 @@ unsafe fn init_and_register(ib: *mut b::ib_device, name: &CStr, ndev: *mut b::ne
         dev.name_assign_type = b::rdma_nl_name_assign_type_RDMA_NAME_ASSIGN_TYPE_USER;
         let desc = b"oxe";
         for (d, s) in dev.node_desc.iter_mut().zip(desc) {
-            *d = *s as _;
+            *d = *s;
         }
-        dev.node_type = b::rdma_node_type_RDMA_NODE_IB_CA as _;
+        dev.node_type = b::RDMA_NODE_IB_CA as u8;
         dev.phys_port_cnt = 1;
         dev.num_comp_vectors = b::oxe_num_possible_cpus() as c_int;
         dev.local_dma_lkey = 0;
@@ -118,7 +158,7 @@ unsafe fn init_and_register(ib: *mut b::ib_device, name: &CStr, ndev: *mut b::ne
         let mut ops: b::ib_device_ops = pin_init::zeroed();
         ops.owner = crate::THIS_MODULE.as_ptr();
         ops.driver_id = b::rdma_driver_id_RDMA_DRIVER_RXE;
-        ops.uverbs_abi_ver = b::RXE_UVERBS_ABI_VERSION;
+        ops.uverbs_abi_ver = params::UVERBS_ABI_VERSION;
         ops.query_device = Some(query_device);
         ops.query_port = Some(query_port);
         ops.get_port_immutable = Some(get_port_immutable);
@@ -128,13 +168,19 @@ unsafe fn init_and_register(ib: *mut b::ib_device, name: &CStr, ndev: *mut b::ne
         ops.dealloc_ucontext = Some(dealloc_ucontext);
         ops.dealloc_driver = Some(dealloc_driver);
         ops.size_ib_ucontext = size_of::<OxeUcontext>();
+        ops.alloc_pd = Some(pd::alloc_pd);
+        ops.dealloc_pd = Some(pd::dealloc_pd);
+        ops.size_ib_pd = size_of::<OxePd>();
+        ops.reg_user_mr = Some(mr::reg_user_mr);
+        ops.dereg_mr = Some(mr::dereg_mr);
+        ops.fill_res_mr_entry = Some(mr::fill_res_mr_entry);
         b::ib_set_device_ops(ib, &ops);
 
         let ret = b::ib_device_set_netdev(ib, ndev, PORT);
         if ret != 0 {
             return ret;
         }
-        b::ib_register_device(ib, name.as_ptr(), ptr::null_mut())
+        b::ib_register_device(ib, name.as_char_ptr(), ptr::null_mut())
     }
 }
 
@@ -156,13 +202,20 @@ pub(crate) fn netdev_unregistering(ndev: *mut b::net_device) {
     }
 }
 
-unsafe extern "C" fn dealloc_driver(_ib: *mut b::ib_device) {
-    // Nothing Rust-owned lives in OxeDevice yet; per-device state will be
-    // dropped here, just before the core frees the memory.
+/// # Safety
+///
+/// Called by the RDMA core, with live objects and writable outputs.
+unsafe extern "C" fn dealloc_driver(ib: *mut b::ib_device) {
+    // The core frees the memory right after; drop what Rust owns in it.
+    // SAFETY: `ib` is an oxe device, with `state` written at allocation.
+    drop(unsafe { (*ib.cast::<OxeDevice>()).state.take() });
 }
 
+/// # Safety
+///
+/// Called by the RDMA core, with live objects and writable outputs.
 unsafe extern "C" fn query_device(
-    _ib: *mut b::ib_device,
+    ib: *mut b::ib_device,
     attr: *mut b::ib_device_attr,
     udata: *mut b::ib_udata,
 ) -> c_int {
@@ -179,14 +232,12 @@ unsafe extern "C" fn query_device(
     a.page_size_cap = params::PAGE_SIZE_CAP;
     a.max_qp = params::MAX_QP as c_int;
     a.max_qp_wr = params::MAX_QP_WR as c_int;
-    a.device_cap_flags = u64::from(
-        b::ib_device_cap_flags_IB_DEVICE_BAD_PKEY_CNTR
-            | b::ib_device_cap_flags_IB_DEVICE_BAD_QKEY_CNTR
-            | b::ib_device_cap_flags_IB_DEVICE_CHANGE_PHY_PORT
-            | b::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT
-            | b::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID
-            | b::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN,
-    );
+    a.device_cap_flags = (b::ib_device_cap_flags_IB_DEVICE_BAD_PKEY_CNTR
+        | b::ib_device_cap_flags_IB_DEVICE_BAD_QKEY_CNTR
+        | b::ib_device_cap_flags_IB_DEVICE_CHANGE_PHY_PORT
+        | b::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT
+        | b::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID
+        | b::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN) as u64;
     a.kernel_cap_flags = u64::from(b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
     a.max_send_sge = params::MAX_SGE as c_int;
     a.max_recv_sge = params::MAX_SGE as c_int;
@@ -210,15 +261,21 @@ unsafe extern "C" fn query_device(
     a.max_fast_reg_page_list_len = params::MAX_FAST_REG_PAGE_LIST_LEN;
     a.max_pkeys = params::MAX_PKEYS;
     a.local_ca_ack_delay = params::LOCAL_CA_ACK_DELAY;
-    // SAFETY: `_ib` is live; the netdev guard holds a reference.
-    if let Some(nd) = NetdevRef::get(_ib) {
+    if let Some(nd) = NetdevRef::get(ib) {
         a.sys_image_guid = u64::from_ne_bytes(params::eui64_from_mac(mac_of(nd.0)));
     }
     // SAFETY: as above.
     unsafe { b::oxe_respond_empty_udata(udata) }
 }
 
-unsafe extern "C" fn query_port(ib: *mut b::ib_device, port: u32, attr: *mut b::ib_port_attr) -> c_int {
+/// # Safety
+///
+/// Called by the RDMA core, with live objects and writable outputs.
+unsafe extern "C" fn query_port(
+    ib: *mut b::ib_device,
+    port: u32,
+    attr: *mut b::ib_port_attr,
+) -> c_int {
     if port != PORT {
         return errno(EINVAL);
     }
@@ -229,20 +286,26 @@ unsafe extern "C" fn query_port(ib: *mut b::ib_device, port: u32, attr: *mut b::
     let a = unsafe { &mut *attr };
     a.max_mtu = b::ib_mtu_IB_MTU_4096;
     // SAFETY: the netdev is referenced by `nd`.
-    let mtu = unsafe { (*nd.0).mtu };
+    let mtu = unsafe { b::oxe_netdev_mtu(nd.0) };
     a.active_mtu = params::active_mtu(mtu) as b::ib_mtu;
     a.gid_tbl_len = params::PORT_GID_TBL_LEN;
     a.port_cap_flags = b::ib_port_capability_mask_bits_IB_PORT_CM_SUP;
     a.max_msg_sz = params::PORT_MAX_MSG_SZ;
     a.pkey_tbl_len = params::PORT_PKEY_TBL_LEN;
     a.max_vl_num = params::PORT_MAX_VL_NUM;
+    let (mut state, mut phys_state) = (0, 0);
     // SAFETY: `nd` keeps the netdev alive; the outputs are plain locals.
-    unsafe { b::oxe_netdev_port_state(nd.0, &mut a.state, &mut a.phys_state) };
+    unsafe { b::oxe_netdev_port_state(nd.0, &mut state, &mut phys_state) };
+    a.state = state;
+    a.phys_state = phys_state as u8;
     // Takes rtnl: never called with it held (registration happens outside).
     // SAFETY: `ib` is live and the outputs point into `attr`.
     unsafe { b::ib_get_eth_speed(ib, port, &mut a.active_speed, &mut a.active_width) }
 }
 
+/// # Safety
+///
+/// Called by the RDMA core, with live objects and writable outputs.
 unsafe extern "C" fn get_port_immutable(
     ib: *mut b::ib_device,
     port: u32,
@@ -261,11 +324,22 @@ unsafe extern "C" fn get_port_immutable(
     0
 }
 
+/// # Safety
+///
+/// Called by the RDMA core, with live objects and writable outputs.
 unsafe extern "C" fn get_link_layer(_ib: *mut b::ib_device, _port: u32) -> b::rdma_link_layer {
     b::rdma_link_layer_IB_LINK_LAYER_ETHERNET
 }
 
-unsafe extern "C" fn query_pkey(_ib: *mut b::ib_device, port: u32, index: u16, pkey: *mut u16) -> c_int {
+/// # Safety
+///
+/// Called by the RDMA core, with live objects and writable outputs.
+unsafe extern "C" fn query_pkey(
+    _ib: *mut b::ib_device,
+    port: u32,
+    index: u16,
+    pkey: *mut u16,
+) -> c_int {
     if port != PORT || index != 0 {
         return errno(EINVAL);
     }
@@ -274,10 +348,16 @@ unsafe extern "C" fn query_pkey(_ib: *mut b::ib_device, port: u32, index: u16, p
     0
 }
 
+/// # Safety
+///
+/// Called by the RDMA core, with live objects and writable outputs.
 unsafe extern "C" fn alloc_ucontext(_uc: *mut b::ib_ucontext, udata: *mut b::ib_udata) -> c_int {
     // librxe sends no driver data with GET_CONTEXT and expects none back.
     // SAFETY: `udata` is the command's udata.
     unsafe { b::oxe_udata_in_empty(udata) }
 }
 
+/// # Safety
+///
+/// Called by the RDMA core, with live objects and writable outputs.
 unsafe extern "C" fn dealloc_ucontext(_uc: *mut b::ib_ucontext) {}

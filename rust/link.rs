@@ -4,9 +4,10 @@
 //! that removes a device when its netdev goes away, and the guard that keeps
 //! rdma_rxe out of the kernel while oxe is loaded.
 
-use core::ffi::{c_char, c_int, c_ulong, c_void, CStr};
+use core::ffi::{c_void, CStr};
 use core::ptr;
 
+use kernel::ffi::{c_char, c_int, c_ulong};
 use kernel::prelude::*;
 use kernel::types::Opaque;
 
@@ -33,7 +34,7 @@ fn notifier_from_errno(err: c_int) -> c_int {
 
 fn rxe_loaded() -> bool {
     // SAFETY: the argument is a NUL-terminated string.
-    unsafe { b::oxe_module_loaded(RXE_MODULE.as_ptr()) }
+    unsafe { b::oxe_module_loaded(RXE_MODULE.as_char_ptr()) }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -67,7 +68,7 @@ impl Registrations {
         }
 
         let mut link_ops: b::rdma_link_ops = pin_init::zeroed();
-        link_ops.type_ = c"oxe".as_ptr();
+        link_ops.type_ = c"oxe".as_char_ptr();
         link_ops.newlink = Some(newlink);
         let mut netdev_nb: b::notifier_block = pin_init::zeroed();
         netdev_nb.notifier_call = Some(netdev_event);
@@ -132,21 +133,28 @@ impl Drop for Registrations {
 
 /// `rdma link add NAME type oxe netdev DEV`. Called with the core's link ops
 /// lock held for reading.
+///
+/// # Safety
+///
+/// Called by the kernel with the arguments its callback contract gives.
 unsafe extern "C" fn newlink(ibdev_name: *const c_char, ndev: *mut b::net_device) -> c_int {
     // SAFETY: the core passes a NUL-terminated name and a referenced netdev.
-    let name = unsafe { CStr::from_ptr(ibdev_name) };
+    let name = unsafe { CStr::from_char_ptr(ibdev_name) };
     match device::add(name, ndev) {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
     }
 }
 
+/// # Safety
+///
+/// Called by the kernel with the arguments its callback contract gives.
 unsafe extern "C" fn netdev_event(
     _nb: *mut b::notifier_block,
     event: c_ulong,
     ptr: *mut c_void,
 ) -> c_int {
-    if event == c_ulong::from(b::netdev_cmd_NETDEV_UNREGISTER) {
+    if event == b::netdev_cmd_NETDEV_UNREGISTER as c_ulong {
         // SAFETY: netdev notifiers get a `netdev_notifier_info` whose `dev` is
         // valid for the call (netdev_notifier_info_to_dev()).
         let ndev = unsafe { (*ptr.cast::<b::netdev_notifier_info>()).dev };
@@ -155,17 +163,21 @@ unsafe extern "C" fn netdev_event(
     NOTIFY_DONE
 }
 
+/// # Safety
+///
+/// Called by the kernel with the arguments its callback contract gives.
 unsafe extern "C" fn module_event(
     _nb: *mut b::notifier_block,
     action: c_ulong,
     data: *mut c_void,
 ) -> c_int {
-    if action != c_ulong::from(b::module_state_MODULE_STATE_COMING) || data.is_null() {
+    if action != b::module_state_MODULE_STATE_COMING as c_ulong || data.is_null() {
         return NOTIFY_DONE;
     }
     // SAFETY: module notifiers get the module being loaded; its name is a
     // NUL-terminated array.
-    let name = unsafe { CStr::from_ptr(ptr::addr_of!((*data.cast::<b::module>()).name).cast()) };
+    let name =
+        unsafe { CStr::from_char_ptr(ptr::addr_of!((*data.cast::<b::module>()).name).cast()) };
     if name == RXE_MODULE {
         pr_err!("refusing to load rdma_rxe while rdma_oxe is loaded: both claim RDMA_DRIVER_RXE\n");
         return notifier_from_errno(-(b::EBUSY as c_int));

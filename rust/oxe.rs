@@ -7,7 +7,8 @@
 //! reports `RDMA_DRIVER_RXE`, so the stock librxe provider drives it.
 //!
 //! One file per RDMA object or pipeline stage, as in rdma_rxe: `device` (the
-//! ib_device and its queries), `link` (rdma link ops, netdev and module
+//! ib_device and its queries), `pd`, `mr` (memory registration), `keys`
+//! (the lock-free key table), `link` (rdma link ops, netdev and module
 //! notifiers). `bindings` is the FFI layer; `common/` holds the logic that also
 //! builds on the host.
 
@@ -15,8 +16,23 @@ use kernel::prelude::*;
 
 mod bindings;
 mod device;
+mod keys;
 mod link;
+mod mr;
+mod pd;
 
+// Shared with the host crate in common/: `pub` there is the host crate's API,
+// and not every item is used by the kernel side.
+#[allow(unreachable_pub, dead_code)]
+#[path = "common/access.rs"]
+mod access;
+#[allow(unreachable_pub, dead_code)]
+#[path = "common/key.rs"]
+mod key;
+#[allow(unreachable_pub, dead_code)]
+#[path = "common/mtt.rs"]
+mod mtt;
+#[allow(unreachable_pub, dead_code)]
 #[path = "common/params.rs"]
 mod params;
 

@@ -20,6 +20,19 @@ if [[ -f $out/.oxe-built ]]; then
 	exit 0
 fi
 
+# One build at a time: a second caller waits, then finds the kernel built.
+mkdir -p "$OXE_CACHE/build"
+exec 9>"$OXE_CACHE/build/.lock"
+if ! flock -n 9; then
+	log "another kernel build is running; waiting for it"
+	flock 9
+fi
+if [[ -f $out/.oxe-built ]]; then
+	echo "$out"
+	exit 0
+fi
+# A build that was interrupted starts again from a clean tree.
+rm -rf "$out"
 mkdir -p "$out"
 log "configuring $flavour kernel in $out"
 cat "${frags[@]}" >"$out/fragment.config"

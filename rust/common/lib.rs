@@ -6,4 +6,7 @@
 
 #![cfg_attr(not(test), no_std)]
 
+pub mod access;
+pub mod key;
+pub mod mtt;
 pub mod params;

@@ -4,6 +4,9 @@
 //! (drivers/infiniband/sw/rxe/rxe_param.h): librxe, perftest and an rxe peer
 //! size their queues, read depths and MTU from them.
 
+/// rxe's uverbs ABI version (drivers/infiniband/sw/rxe/rxe.h); librxe takes 1..2.
+pub const UVERBS_ABI_VERSION: u32 = 2;
+
 /// IEEE vendor id for "no vendor"; perftest then disables inline data.
 pub const VENDOR_ID: u32 = 0xff_ffff;
 pub const MAX_MR_SIZE: u64 = u64::MAX;

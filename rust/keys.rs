@@ -1,0 +1,137 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The key table: key index -> registration, an XArray per device.
+//!
+//! Readers (the data path) look keys up under RCU with no lock, and take a
+//! reference only if the registration is still live. A freed slot keeps a
+//! value entry holding its last tag, so the next tenant of the index gets a
+//! new tag and a stale key never matches. Indices are handed out cyclically,
+//! which spaces out reuse of any one index.
+
+use kernel::prelude::*;
+use kernel::sync::{rcu, Mutex};
+use kernel::types::Opaque;
+
+use crate::bindings as b;
+use crate::key;
+
+/// Something a key can name. The table holds one reference on each entry.
+///
+/// # Safety
+///
+/// `try_get` must only succeed while the object is live, and the object's
+/// memory must stay valid for an RCU grace period after it was removed.
+pub(crate) unsafe trait Keyed {
+    /// The key the object was published under; fixed from then on.
+    fn key(&self) -> u32;
+    /// Takes a reference unless the count has already reached zero.
+    fn try_get(&self) -> bool;
+}
+
+#[pin_data(PinnedDrop)]
+pub(crate) struct KeyTable<T: Keyed> {
+    #[pin]
+    xa: Opaque<b::xarray>,
+    /// Serialises index allocation; the next index to try.
+    #[pin]
+    next: Mutex<u32>,
+    _t: core::marker::PhantomData<*const T>,
+}
+
+// SAFETY: the XArray is internally locked; entries are `Keyed` objects whose
+// lifetime rules are given by the trait.
+unsafe impl<T: Keyed> Send for KeyTable<T> {}
+// SAFETY: as above.
+unsafe impl<T: Keyed> Sync for KeyTable<T> {}
+
+impl<T: Keyed> KeyTable<T> {
+    pub(crate) fn new() -> impl PinInit<Self, Error> {
+        try_pin_init!(KeyTable {
+            // SAFETY: `slot` is valid for the XArray to be initialised in.
+            xa <- Opaque::ffi_init(|slot| unsafe { b::oxe_xa_init(slot) }),
+            next <- kernel::new_mutex!(key::MIN_INDEX),
+            _t: core::marker::PhantomData,
+        }? Error)
+    }
+
+    fn xa(&self) -> *mut b::xarray {
+        self.xa.get()
+    }
+
+    /// Publishes a new entry. `make` gets the key and returns the object,
+    /// complete, to publish under it (the table takes over one reference).
+    pub(crate) fn insert(&self, make: impl FnOnce(u32) -> *mut T) -> Result<u32> {
+        let mut next = self.next.lock();
+        let span = key::MAX_INDEX - key::MIN_INDEX + 1;
+        for _ in 0..span {
+            let index = *next;
+            *next = if index == key::MAX_INDEX {
+                key::MIN_INDEX
+            } else {
+                index + 1
+            };
+            // SAFETY: the XArray is initialised; loads are RCU-safe.
+            let entry = unsafe { b::xa_load(self.xa(), index as usize) };
+            // SAFETY: plain bit tests on an entry pointer.
+            let last = if entry.is_null() {
+                None
+            } else if unsafe { b::oxe_xa_is_value(entry) } {
+                // SAFETY: a value entry, as tested.
+                Some(unsafe { b::oxe_xa_to_value(entry) } as u8)
+            } else {
+                continue;
+            };
+            let k = key::make(index, key::next_tag(last));
+            let obj = make(k);
+            // Only this thread (under `next`) turns free slots into live
+            // ones, so the slot is still free here.
+            // SAFETY: `obj` is a live object whose reference the table takes.
+            let old = unsafe { b::xa_store(self.xa(), index as usize, obj.cast(), b::GFP_KERNEL) };
+            // SAFETY: `old` is what xa_store returned.
+            let err = unsafe { b::oxe_xa_err(old) };
+            if err != 0 {
+                return Err(Error::from_errno(err));
+            }
+            return Ok(k);
+        }
+        Err(ENOSPC)
+    }
+
+    /// Retires `k`: its slot keeps only the tag. The caller then drops the
+    /// table's reference, once lookups can no longer find the object.
+    pub(crate) fn remove(&self, k: u32) {
+        let index = key::index(k);
+        // SAFETY: value entries for a u8 are always representable.
+        let tomb = unsafe { b::oxe_xa_mk_value(key::tag(k).into()) };
+        // Replacing an occupied slot allocates nothing.
+        // SAFETY: the XArray is initialised.
+        unsafe { b::xa_store(self.xa(), index as usize, tomb, b::GFP_KERNEL) };
+    }
+
+    /// Looks `k` up with no lock and returns the object with a reference
+    /// taken, if `k` names a live entry with this very tag.
+    pub(crate) fn get(&self, k: u32) -> Option<*mut T> {
+        let _guard = rcu::read_lock();
+        // SAFETY: RCU-protected load from an initialised XArray.
+        let entry = unsafe { b::xa_load(self.xa(), key::index(k) as usize) };
+        // SAFETY: bit test on an entry pointer.
+        if entry.is_null() || unsafe { b::oxe_xa_is_value(entry) } {
+            return None;
+        }
+        let obj = entry.cast::<T>();
+        // SAFETY: a live entry's memory stays valid for an RCU grace period
+        // after its removal (the `Keyed` contract), and we are inside one.
+        let t = unsafe { &*obj };
+        (t.key() == k && t.try_get()).then_some(obj)
+    }
+}
+
+#[pinned_drop]
+impl<T: Keyed> PinnedDrop for KeyTable<T> {
+    fn drop(self: Pin<&mut Self>) {
+        // Only tags remain: every registration is deregistered before its
+        // device goes (the core destroys user objects first).
+        // SAFETY: initialised in `new`; no user is left.
+        unsafe { b::xa_destroy(self.xa()) };
+    }
+}
