@@ -4,7 +4,11 @@
 KDIR ?= $(shell $(CURDIR)/scripts/build-kernel.sh)
 export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
 
-.PHONY: all modules kdir clean rust-analyzer host-test check fmt test run bench-mr
+.PHONY: all modules kdir clean rust-analyzer host-test check fmt test run bench-mr tests
+
+KSRC = $(shell readlink -f $(KDIR)/source)
+TEST_CFLAGS = -O2 -g -Wall -I$(KSRC)/tools/testing/selftests -I$(KSRC)
+TEST_PROGS = tests/bin/mr_test tests/bin/mr_bench
 
 all: modules
 
@@ -19,7 +23,14 @@ rust-analyzer:
 
 clean:
 	$(MAKE) -C $(KDIR) M=$(CURDIR) clean
-	rm -f rust/bindings_generated.rs
+	rm -rf rust/bindings_generated.rs tests/bin
+
+# In-guest test programs, against the stock libibverbs.
+tests: $(TEST_PROGS)
+
+tests/bin/%: tests/%.c
+	@mkdir -p tests/bin
+	$(CC) $(TEST_CFLAGS) -o $@ $< -libverbs -lpthread
 
 # Kernel-independent logic, on the host.
 host-test:
@@ -36,6 +47,10 @@ fmt:
 # The whole suite: host tests, build, boot, in-guest KTAP tests.
 test:
 	scripts/test.sh
+
+# reg+dereg cost on oxe and on rdma_rxe (separate boots, alternating).
+bench-mr:
+	scripts/bench-mr.sh
 
 # Build, boot, create oxe0 and show it.
 run:

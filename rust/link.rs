@@ -119,6 +119,10 @@ impl Drop for Registrations {
             // unregistrations started by the netdev notifier.
             // SAFETY: no rdma_rxe device exists: the module guard keeps it out.
             unsafe { b::ib_unregister_driver(b::rdma_driver_id_RDMA_DRIVER_RXE) };
+            // MRs are freed through call_rcu: let those callbacks run
+            // before the module's code goes away.
+            // SAFETY: no locks held; process context.
+            unsafe { b::rcu_barrier() };
         }
         if self.stage >= Stage::NetdevNotifier {
             // SAFETY: registered in `register`.

@@ -64,4 +64,8 @@ fi
 make -s -C "$src" O="$out" INSTALL_MOD_PATH="$out/modroot" modules_install >&2
 log "kernel built in $((SECONDS - start)) s"
 touch "$out/.oxe-built"
+# Older builds of this flavour are stale now.
+for old in "$OXE_CACHE/build/$KVER_MAJOR-$flavour-"*; do
+	[[ $old == "$out" ]] || rm -rf "$old"
+done
 echo "$out"

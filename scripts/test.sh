@@ -50,6 +50,12 @@ else
 	result fail "rdma_oxe.ko builds, clippy and warning clean"
 	finish
 fi
+if make -s -C "$OXE_ROOT" KDIR="$kdir" tests >/dev/null; then
+	result ok "test programs build"
+else
+	result fail "test programs build"
+	finish
+fi
 
 out_dir=$(mktemp -d /tmp/oxe-test.XXXXXX)
 "$OXE_ROOT/qemu/run-vm.sh" -k "$kdir" -o "$out_dir" -- tests/guest-run.sh "$@"
@@ -68,7 +74,7 @@ for f in "$out_dir"/ktap/*.ktap; do
 	# A plan that was not met (a script died half way) is a failure too.
 	plan=$(sed -nE 's/^1\.\.([0-9]+).*/\1/p' "$f" | head -1)
 	seen=$(grep -cE '^(ok|not ok) [0-9]+ ' "$f")
-	[[ -z $plan || $plan == "$seen" ]] || result fail "$name: planned $plan cases, ran $seen"
+	[[ -z $plan ]] || ((seen >= plan)) || result fail "$name: planned $plan cases, ran $seen"
 done
 [[ -n $(ls "$out_dir"/ktap 2>/dev/null) ]] || result fail "no guest test ran"
 if ((vm_rc == 90)); then

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# make bench-mr: reg+dereg of 4 KiB .. 1 GiB (4 KiB pages and THP) on oxe, then
+# on rdma_rxe in a separate boot of the same kernel, alternating for ROUNDS
+# rounds (best of rounds). Prints µs per operation, the ratio oxe/rxe, and
+# the floor: plain pin_user_pages(FOLL_LONGTERM) + unpin of the same buffer.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+rounds=${ROUNDS:-2}
+"$OXE_ROOT/scripts/setup.sh"
+kdir=$("$OXE_ROOT/scripts/build-kernel.sh")
+KDIR=$kdir "$OXE_ROOT/scripts/build-module.sh" >/dev/null
+make -s -C "$OXE_ROOT" KDIR="$kdir" tests
+out=$(mktemp -d /tmp/oxe-bench.XXXXXX)
+for r in $(seq 1 "$rounds"); do
+	for flavour in oxe rxe; do
+		log "round $r: $flavour"
+		flag=()
+		[[ $flavour == rxe ]] && flag=(-r)
+		"$OXE_ROOT/qemu/run-vm.sh" "${flag[@]}" -k "$kdir" -o "$out/$flavour-$r" -- \
+			scripts/guest-bench.sh tests/bin/mr_bench >/dev/null
+		cp "$out/$flavour-$r/bench.txt" "$out/$flavour-$r.txt"
+	done
+done
+python3 - "$out" "$rounds" <<'PY'
+import sys, collections
+out, rounds = sys.argv[1], int(sys.argv[2])
+best = collections.defaultdict(dict)
+for flavour in ("oxe", "rxe"):
+    for r in range(1, rounds + 1):
+        for line in open(f"{out}/{flavour}-{r}.txt"):
+            f = line.split()
+            if f[0] != "mr":
+                continue
+            key = (f[1], int(f[2]))
+            us, floor = float(f[4]), float(f[5])
+            cur = best[key].get(flavour)
+            best[key][flavour] = min(cur, us) if cur else us
+            if floor > 0:
+                best[key]["floor"] = min(best[key].get("floor", floor), floor)
+def size(n):
+    return f"{n >> 30} GiB" if n >= 1 << 30 else f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
+print(f"reg+dereg, µs per operation, best of {rounds} alternating boots (TCG guest)")
+print(f"{'pages':5} {'size':>8} {'oxe':>10} {'rxe':>10} {'oxe/rxe':>8} {'floor':>10} {'oxe/floor':>9}")
+for (backing, n), v in sorted(best.items(), key=lambda kv: (kv[0][0], kv[0][1])):
+    o, x, fl = v.get("oxe"), v.get("rxe"), v.get("floor")
+    ratio = f"{o / x:.2f}" if o and x else "-"
+    fr = f"{o / fl:.2f}" if o and fl else "-"
+    print(f"{backing:5} {size(n):>8} {o or 0:10.1f} {x or 0:10.1f} {ratio:>8} {fl or 0:10.1f} {fr:>9}")
+PY
+echo "raw results in $out"

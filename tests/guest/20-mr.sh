@@ -1,0 +1,29 @@
+#!/bin/sh
+# Memory registration through the stock libibverbs: tests/mr_test.c, run
+# with the kselftest harness (its KTAP is this file's output). Afterwards the
+# system-wide pin counters are back where they were, within the 9p noise.
+. "$(dirname "$0")/../lib.sh"
+
+pins() { awk '/^nr_foll_pin_acquired/{a=$2} /^nr_foll_pin_released/{r=$2} END{print a-r}' /proc/vmstat; }
+
+before=$(pins)
+oxe_load || { ktap_print_header; ktap_exit_fail_msg "rdma_oxe does not load"; }
+rdma link add oxe0 type oxe netdev eth0 || { ktap_print_header; ktap_exit_fail_msg "rdma link add failed"; }
+echo 512 >/proc/sys/vm/nr_hugepages
+echo madvise >/sys/kernel/mm/transparent_hugepage/enabled
+
+OXE_DEV=oxe0 tests/bin/mr_test
+rc=$?
+
+echo 0 >/proc/sys/vm/nr_hugepages
+rdma link delete oxe0
+oxe_unload
+after=$(pins)
+echo "# pinned pages system-wide: before $before, after $after"
+# The plain TAP lines below extend the harness's plan; the host counts them.
+if [ $((after - before)) -lt 64 ]; then
+	echo "ok 900 mr: system-wide pins back to baseline after rmmod"
+else
+	echo "not ok 900 mr: system-wide pins back to baseline after rmmod ($before -> $after)"
+fi
+exit $rc

@@ -1,0 +1,123 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Registration benchmark: reg_mr + dereg_mr of 4 KiB .. 1 GiB buffers, backed
+ * by 4 KiB pages and by THP, on $OXE_DEV (oxe0, or rxe0 in the reference
+ * boot). With gup_test in debugfs it also times the floor: plain
+ * pin_user_pages(FOLL_LONGTERM) + unpin of the same buffer, in the kernel.
+ *
+ * Prints one line per case: "mr <backing> <bytes> <iters> <us/op> <floor us/op>".
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+#include <infiniband/verbs.h>
+
+#include "mm/gup_test.h"
+
+#define KiB 1024UL
+#define MiB (1024 * KiB)
+
+static double now_us(void)
+{
+	struct timespec t;
+
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return t.tv_sec * 1e6 + t.tv_nsec / 1e3;
+}
+
+static char *buffer(size_t len, int thp)
+{
+	char *raw = mmap(NULL, len + 2 * MiB, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *p;
+
+	if (raw == MAP_FAILED)
+		return NULL;
+	p = (char *)(((uintptr_t)raw + 2 * MiB - 1) & ~(2 * MiB - 1));
+	madvise(p, len, thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+	memset(p, 1, len);
+	return p;
+}
+
+int main(void)
+{
+	const char *want = getenv("OXE_DEV") ? getenv("OXE_DEV") : "oxe0";
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = NULL;
+	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+	int gup = open("/sys/kernel/debug/gup_test", O_RDWR);
+	size_t sizes[] = { 4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB, 1024 * MiB };
+
+	for (int i = 0; list && list[i]; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), want))
+			ctx = ibv_open_device(list[i]);
+	if (!ctx) {
+		fprintf(stderr, "no device %s\n", want);
+		return 1;
+	}
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+
+	for (int thp = 0; thp <= 1; thp++) {
+		for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
+			size_t len = sizes[s];
+			/* About 256 MiB of registrations per case, 3..2000 operations. */
+			int iters = 256 * MiB / len;
+			char *buf;
+			double t0, reg_us, floor_us = -1;
+
+			if (iters > 2000)
+				iters = 2000;
+			if (iters < 3)
+				iters = 3;
+			if (thp && len < 2 * MiB)
+				continue;
+			buf = buffer(len, thp);
+			if (!buf) {
+				fprintf(stderr, "no memory for %zu bytes\n", len);
+				return 1;
+			}
+			/* Warm up: first registration faults in page tables. */
+			ibv_dereg_mr(ibv_reg_mr(pd, buf, len, access));
+			t0 = now_us();
+			for (int i = 0; i < iters; i++) {
+				struct ibv_mr *mr = ibv_reg_mr(pd, buf, len, access);
+
+				if (!mr) {
+					fprintf(stderr, "reg_mr %zu: %s\n", len, strerror(errno));
+					return 1;
+				}
+				ibv_dereg_mr(mr);
+			}
+			reg_us = (now_us() - t0) / iters;
+			if (gup >= 0) {
+				struct gup_test g = {
+					.addr = (uintptr_t)buf, .size = len,
+					.nr_pages_per_call = 512, .gup_flags = 1 /* FOLL_WRITE */,
+				};
+
+				t0 = now_us();
+				for (int i = 0; i < iters; i++)
+					if (ioctl(gup, PIN_LONGTERM_BENCHMARK, &g)) {
+						perror("gup_test");
+						break;
+					}
+				floor_us = (now_us() - t0) / iters;
+			}
+			printf("mr %s %zu %d %.2f %.2f\n", thp ? "thp" : "4k", len, iters, reg_us,
+			       floor_us);
+			fflush(stdout);
+			munmap(buf, len);
+		}
+	}
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+	return 0;
+}

@@ -1,0 +1,583 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Memory registration on an oxe device, through the stock libibverbs and
+ * librxe, with the kernel's kselftest harness (KTAP output, one forked child
+ * per case). Every case ends with the process's VmPin back at zero.
+ *
+ * Usage: mr_test [harness options]; the device is $OXE_DEV (default oxe0).
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <infiniband/verbs.h>
+
+#include "kselftest_harness.h"
+
+#define KiB 1024UL
+#define MiB (1024 * KiB)
+#define GiB (1024 * MiB)
+#define PAGE 4096UL
+
+#define ACC_ALL (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
+		 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+
+static long status_kb(const char *field)
+{
+	char line[256];
+	size_t n = strlen(field);
+	long v = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, n) && line[n] == ':')
+			v = strtol(line + n + 1, NULL, 10);
+	fclose(f);
+	return v;
+}
+
+static long vmpin_pages(void)
+{
+	return status_kb("VmPin") * KiB / PAGE;
+}
+
+static long vmstat(const char *name)
+{
+	char key[64];
+	long v, found = -1;
+	FILE *f = fopen("/proc/vmstat", "r");
+
+	if (!f)
+		return -1;
+	while (fscanf(f, "%63s %ld", key, &v) == 2)
+		if (!strcmp(key, name))
+			found = v;
+	fclose(f);
+	return found;
+}
+
+/* Pages pinned system-wide right now (9p pins a few while it reads files). */
+static long global_pins(void)
+{
+	return vmstat("nr_foll_pin_acquired") - vmstat("nr_foll_pin_released");
+}
+
+/* oxe's own view of an MR, from `rdma -dd res show mr`. */
+static int mr_res(uint32_t lkey, long *pages, long *entries)
+{
+	char cmd[128], line[1024], needle[32];
+	int found = -1;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "rdma -dd res show mr 2>/dev/null");
+	snprintf(needle, sizeof(needle), "lkey 0x%x ", lkey);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	while (fgets(line, sizeof(line), p)) {
+		char *s = strstr(line, needle);
+		char *a, *b;
+
+		if (!s)
+			continue;
+		a = strstr(line, "pages_pinned ");
+		b = strstr(line, "mtt_entries ");
+		if (a && b) {
+			*pages = strtol(a + 13, NULL, 10);
+			*entries = strtol(b + 12, NULL, 10);
+			found = 0;
+		}
+	}
+	pclose(p);
+	return found;
+}
+
+/* MRs that `rdma res show mr` lists. */
+static int count_mrs(void)
+{
+	char line[1024];
+	int n = 0;
+	FILE *p = popen("rdma res show mr 2>/dev/null", "r");
+
+	if (!p)
+		return -1;
+	while (fgets(line, sizeof(line), p))
+		n += strstr(line, "lkey ") != NULL;
+	pclose(p);
+	return n;
+}
+
+static struct ibv_context *open_dev(void)
+{
+	const char *want = getenv("OXE_DEV") ? getenv("OXE_DEV") : "oxe0";
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = NULL;
+
+	for (int i = 0; list && list[i]; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), want))
+			ctx = ibv_open_device(list[i]);
+	ibv_free_device_list(list);
+	return ctx;
+}
+
+static void *map(size_t len, int prot, int flags)
+{
+	void *p = mmap(NULL, len, prot, MAP_PRIVATE | MAP_ANONYMOUS | flags, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+/* A 2 MiB-aligned, THP-backed anonymous area of @len bytes, touched. */
+static void *map_thp(size_t len)
+{
+	char *raw = map(len + 2 * MiB, PROT_READ | PROT_WRITE, 0);
+	char *p;
+
+	if (!raw)
+		return NULL;
+	p = (char *)(((uintptr_t)raw + 2 * MiB - 1) & ~(2 * MiB - 1));
+	madvise(p, len, MADV_HUGEPAGE);
+	memset(p, 1, len);
+	return p;
+}
+
+static int drop_ipc_lock(void)
+{
+	struct __user_cap_header_struct h = { _LINUX_CAPABILITY_VERSION_3, 0 };
+	struct __user_cap_data_struct d[2];
+
+	if (syscall(SYS_capget, &h, d))
+		return -1;
+	d[CAP_IPC_LOCK / 32].effective &= ~(1u << (CAP_IPC_LOCK % 32));
+	d[CAP_IPC_LOCK / 32].permitted &= ~(1u << (CAP_IPC_LOCK % 32));
+	return syscall(SYS_capset, &h, d);
+}
+
+FIXTURE(mr) {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+};
+
+FIXTURE_SETUP(mr)
+{
+	self->ctx = open_dev();
+	ASSERT_NE(NULL, self->ctx) TH_LOG("no device %s", getenv("OXE_DEV") ?: "oxe0");
+	self->pd = ibv_alloc_pd(self->ctx);
+	ASSERT_NE(NULL, self->pd);
+	ASSERT_EQ(0, vmpin_pages());
+}
+
+FIXTURE_TEARDOWN(mr)
+{
+	if (self->pd)
+		ibv_dealloc_pd(self->pd);
+	if (self->ctx)
+		ibv_close_device(self->ctx);
+	/* Whatever the case did, nothing stays pinned. */
+	EXPECT_EQ(0, vmpin_pages());
+}
+
+TEST_F(mr, reg_dereg_pins_and_unpins)
+{
+	size_t len = 1 * MiB;
+	char *buf = map(len, PROT_READ | PROT_WRITE, 0);
+	struct ibv_mr *mr;
+	long pages, entries;
+
+	ASSERT_NE(NULL, buf);
+	mr = ibv_reg_mr(self->pd, buf, len, ACC_ALL);
+	ASSERT_NE(NULL, mr) TH_LOG("reg_mr: %s", strerror(errno));
+	EXPECT_EQ(mr->lkey, mr->rkey);
+	EXPECT_NE(0, mr->lkey >> 8);
+	EXPECT_EQ(len / PAGE, vmpin_pages());
+	ASSERT_EQ(0, mr_res(mr->lkey, &pages, &entries));
+	EXPECT_EQ(len / PAGE, pages);
+	EXPECT_GE(entries, 1);
+	EXPECT_LE(entries, len / PAGE);
+	ASSERT_EQ(0, ibv_dereg_mr(mr));
+	EXPECT_EQ(0, vmpin_pages());
+}
+
+TEST_F(mr, read_only_mr_of_read_only_mapping)
+{
+	char *buf = map(64 * KiB, PROT_READ, MAP_POPULATE);
+	struct ibv_mr *mr;
+
+	ASSERT_NE(NULL, buf);
+	mr = ibv_reg_mr(self->pd, buf, 64 * KiB, IBV_ACCESS_REMOTE_READ);
+	ASSERT_NE(NULL, mr) TH_LOG("reg_mr: %s", strerror(errno));
+	EXPECT_EQ(16, vmpin_pages());
+	ASSERT_EQ(0, ibv_dereg_mr(mr));
+}
+
+/* The pool pattern: one 64 MiB registration, sub-buffers under its keys. */
+TEST_F(mr, pool_64mib_one_registration)
+{
+	size_t len = 64 * MiB;
+	char *buf = map(len, PROT_READ | PROT_WRITE, 0);
+	struct ibv_mr *mr;
+	long pages, entries;
+
+	ASSERT_NE(NULL, buf);
+	memset(buf, 0, len);
+	mr = ibv_reg_mr(self->pd, buf, len, ACC_ALL | IBV_ACCESS_RELAXED_ORDERING);
+	ASSERT_NE(NULL, mr) TH_LOG("reg_mr: %s", strerror(errno));
+	EXPECT_EQ(len / PAGE, vmpin_pages());
+	ASSERT_EQ(0, mr_res(mr->lkey, &pages, &entries));
+	EXPECT_EQ(len / PAGE, pages);
+	TH_LOG("64 MiB of 4 KiB pages: %ld MTT entries", entries);
+	/* Sub-buffers are addressed as mr->addr + offset under the same keys. */
+	EXPECT_EQ(buf, mr->addr);
+	EXPECT_EQ(len, mr->length);
+	ASSERT_EQ(0, ibv_dereg_mr(mr));
+}
+
+TEST_F(mr, unaligned_buffer)
+{
+	char *raw = map(4 * PAGE, PROT_READ | PROT_WRITE, MAP_POPULATE);
+	struct ibv_mr *mr;
+
+	ASSERT_NE(NULL, raw);
+	/* 4097 bytes starting 3 bytes before a page boundary: 3 pages. */
+	mr = ibv_reg_mr(self->pd, raw + PAGE - 3, PAGE + 1, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(NULL, mr) TH_LOG("reg_mr: %s", strerror(errno));
+	EXPECT_EQ(3, vmpin_pages());
+	EXPECT_EQ(raw + PAGE - 3, mr->addr);
+	ASSERT_EQ(0, ibv_dereg_mr(mr));
+}
+
+TEST_F(mr, iova_other_than_address)
+{
+	char *buf = map(8 * PAGE, PROT_READ | PROT_WRITE, MAP_POPULATE);
+	struct ibv_mr *mr;
+
+	ASSERT_NE(NULL, buf);
+	mr = ibv_reg_mr_iova2(self->pd, buf + 100, 5 * PAGE, 0x7000000000ULL + 100, ACC_ALL);
+	ASSERT_NE(NULL, mr) TH_LOG("reg_mr_iova2: %s", strerror(errno));
+	EXPECT_EQ(6, vmpin_pages());
+	ASSERT_EQ(0, ibv_dereg_mr(mr));
+}
+
+/* realloc() after registration: the MR keeps (and pins) the old pages. */
+TEST_F(mr, realloc_keeps_the_old_pages)
+{
+	size_t len = 256 * KiB;
+	char *buf = malloc(len), *moved;
+	struct ibv_mr *mr;
+
+	ASSERT_NE(NULL, buf);
+	memset(buf, 1, len);
+	mr = ibv_reg_mr(self->pd, buf, len, ACC_ALL);
+	ASSERT_NE(NULL, mr);
+	long pinned = vmpin_pages();
+
+	uintptr_t old = (uintptr_t)buf;
+
+	moved = realloc(buf, 64 * MiB);
+	ASSERT_NE(NULL, moved);
+	EXPECT_NE(old, (uintptr_t)moved) TH_LOG("realloc did not move the buffer");
+	/* The old buffer is freed, yet its pages stay pinned by the MR. */
+	EXPECT_EQ(pinned, vmpin_pages());
+	EXPECT_EQ(old, (uintptr_t)mr->addr);
+	ASSERT_EQ(0, ibv_dereg_mr(mr));
+	free(moved);
+}
+
+struct bad_case {
+	const char *what;
+	uintptr_t addr;
+	size_t len;
+	uint64_t iova;
+	unsigned int access;
+	int err;
+};
+
+TEST_F(mr, bad_input_errnos)
+{
+	char *buf = map(16 * PAGE, PROT_READ | PROT_WRITE, MAP_POPULATE);
+	char *none = map(4 * PAGE, PROT_NONE, 0);
+	char *ro = map(4 * PAGE, PROT_READ, MAP_POPULATE);
+	char *gone = map(4 * PAGE, PROT_READ | PROT_WRITE, 0);
+
+	ASSERT_NE(NULL, buf);
+	ASSERT_NE(NULL, none);
+	ASSERT_NE(NULL, ro);
+	ASSERT_NE(NULL, gone);
+	munmap(gone, 4 * PAGE);
+
+	struct bad_case cases[] = {
+		{ "remote write without local write", (uintptr_t)buf, PAGE, (uintptr_t)buf,
+		  IBV_ACCESS_REMOTE_WRITE, EINVAL },
+		{ "remote atomic without local write", (uintptr_t)buf, PAGE, (uintptr_t)buf,
+		  IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_REMOTE_READ, EINVAL },
+		{ "unknown access bit", (uintptr_t)buf, PAGE, (uintptr_t)buf, 1u << 12, EINVAL },
+		{ "on-demand paging is not offered", (uintptr_t)buf, PAGE, (uintptr_t)buf,
+		  IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE, EOPNOTSUPP },
+		{ "zero length", (uintptr_t)buf, 0, (uintptr_t)buf, 0, EINVAL },
+		{ "start + length past the top of u64", UINTPTR_MAX - PAGE + 1, 2 * PAGE,
+		  UINTPTR_MAX - PAGE + 1, 0, EINVAL },
+		{ "iova + length past the top of u64", (uintptr_t)buf, 2 * PAGE,
+		  UINT64_MAX - PAGE + 1, IBV_ACCESS_LOCAL_WRITE, EINVAL },
+		{ "unmapped range", (uintptr_t)gone, 4 * PAGE, (uintptr_t)gone, 0, EFAULT },
+		{ "PROT_NONE range", (uintptr_t)none, 4 * PAGE, (uintptr_t)none, 0, EFAULT },
+		{ "write access to a read-only mapping", (uintptr_t)ro, 4 * PAGE, (uintptr_t)ro,
+		  IBV_ACCESS_LOCAL_WRITE, EFAULT },
+		{ "range running off the end of a mapping", (uintptr_t)buf + 12 * PAGE, 8 * PAGE,
+		  (uintptr_t)buf + 12 * PAGE, IBV_ACCESS_LOCAL_WRITE, EFAULT },
+		{ "kernel address", 0xffff888000000000UL, PAGE, 0xffff888000000000UL, 0, EFAULT },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		struct bad_case *c = &cases[i];
+		struct ibv_mr *mr;
+
+		errno = 0;
+		mr = ibv_reg_mr_iova2(self->pd, (void *)c->addr, c->len, c->iova, c->access);
+		EXPECT_EQ(NULL, mr) TH_LOG("%s: registered", c->what);
+		EXPECT_EQ(c->err, errno) TH_LOG("%s: errno %d (%s), expected %d", c->what,
+						errno, strerror(errno), c->err);
+		if (mr)
+			ibv_dereg_mr(mr);
+		EXPECT_EQ(0, vmpin_pages()) TH_LOG("%s: pages left pinned", c->what);
+	}
+}
+
+TEST_F(mr, over_memlock_limit_is_enomem)
+{
+	size_t len = 2 * MiB;
+	char *buf = map(len, PROT_READ | PROT_WRITE, MAP_POPULATE);
+	struct rlimit rl = { 1 * MiB, 1 * MiB };
+	struct ibv_mr *mr;
+
+	ASSERT_NE(NULL, buf);
+	ASSERT_EQ(0, drop_ipc_lock());
+	ASSERT_EQ(0, setrlimit(RLIMIT_MEMLOCK, &rl));
+	mr = ibv_reg_mr(self->pd, buf, 512 * KiB, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(NULL, mr) TH_LOG("under the limit: %s", strerror(errno));
+	errno = 0;
+	EXPECT_EQ(NULL, ibv_reg_mr(self->pd, buf + 512 * KiB, 1 * MiB, IBV_ACCESS_LOCAL_WRITE));
+	EXPECT_EQ(ENOMEM, errno);
+	EXPECT_EQ(128, vmpin_pages());
+	ASSERT_EQ(0, ibv_dereg_mr(mr));
+}
+
+static void huge_case(struct __test_metadata *_metadata, struct ibv_pd *pd, char *buf,
+		      size_t len, const char *kind)
+{
+	struct timespec t0, t1;
+	struct ibv_mr *mr;
+	long pages, entries;
+
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	mr = ibv_reg_mr(pd, buf, len, ACC_ALL);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	ASSERT_NE(NULL, mr) TH_LOG("reg_mr: %s", strerror(errno));
+	EXPECT_EQ(len / PAGE, vmpin_pages());
+	ASSERT_EQ(0, mr_res(mr->lkey, &pages, &entries));
+	EXPECT_EQ(len / PAGE, pages);
+	/* At most one entry per 2 MiB page (fewer where they are adjacent). */
+	EXPECT_LE(entries, len / (2 * MiB));
+	TH_LOG("%s: %zu MiB in %ld MTT entries (flat: %zu), reg %.1f ms", kind, len / MiB,
+	       entries, len / PAGE,
+	       (t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6);
+	ASSERT_EQ(0, ibv_dereg_mr(mr));
+}
+
+TEST_F_TIMEOUT(mr, thp_1gib_compresses, 600)
+{
+	size_t len = 1 * GiB;
+	char *buf = map_thp(len);
+	long thp_kb;
+
+	ASSERT_NE(NULL, buf);
+	thp_kb = status_kb("RssAnon");
+	TH_LOG("RssAnon %ld kB", thp_kb);
+	huge_case(_metadata, self->pd, buf, len, "THP");
+	munmap(buf, len);
+}
+
+TEST_F_TIMEOUT(mr, hugetlbfs_1gib_compresses, 600)
+{
+	size_t len = 1 * GiB;
+	char *buf = map(len, PROT_READ | PROT_WRITE, MAP_HUGETLB | MAP_POPULATE);
+
+	if (!buf)
+		SKIP(return, "no 2 MiB hugetlb pages reserved (vm.nr_hugepages): %s",
+		     strerror(errno));
+	huge_case(_metadata, self->pd, buf, len, "hugetlbfs");
+	munmap(buf, len);
+}
+
+TEST_F_TIMEOUT(mr, many_small_mrs_100k, 900)
+{
+	const int n = 100000;
+	char *buf = map(n * PAGE / 16, PROT_READ | PROT_WRITE, MAP_POPULATE);
+	struct ibv_mr **mrs = calloc(n, sizeof(*mrs));
+	int ok = 1;
+
+	ASSERT_NE(NULL, buf);
+	ASSERT_NE(NULL, mrs);
+	/* 16 MRs share each page: pins are counted per MR. */
+	for (int i = 0; i < n && ok; i++) {
+		mrs[i] = ibv_reg_mr(self->pd, buf + (i / 16) * PAGE + (i % 16) * 256, 256,
+				    IBV_ACCESS_LOCAL_WRITE);
+		ok = mrs[i] != NULL;
+		if (!ok)
+			TH_LOG("MR %d: %s", i, strerror(errno));
+	}
+	EXPECT_EQ(1, ok);
+	if (ok)
+		EXPECT_EQ(n, vmpin_pages());
+	/* Keys are distinct. */
+	for (int i = 1; i < n && ok; i++)
+		if (mrs[i]->lkey == mrs[i - 1]->lkey)
+			ok = 0;
+	EXPECT_EQ(1, ok);
+	for (int i = 0; i < n; i++)
+		if (mrs[i])
+			EXPECT_EQ(0, ibv_dereg_mr(mrs[i]));
+	free(mrs);
+}
+
+/* A key is never handed out twice in a row, even when indices come back. */
+TEST_F(mr, keys_never_repeat)
+{
+	char *buf = map(PAGE, PROT_READ | PROT_WRITE, MAP_POPULATE);
+	uint32_t *keys = calloc(2000, sizeof(*keys));
+
+	ASSERT_NE(NULL, buf);
+	for (int i = 0; i < 2000; i++) {
+		struct ibv_mr *mr = ibv_reg_mr(self->pd, buf, PAGE, 0);
+
+		ASSERT_NE(NULL, mr);
+		keys[i] = mr->lkey;
+		ASSERT_EQ(0, ibv_dereg_mr(mr));
+	}
+	for (int i = 0; i < 2000; i++)
+		for (int j = i + 1; j < 2000; j++)
+			ASSERT_NE(keys[i], keys[j]);
+	free(keys);
+}
+
+struct churn {
+	struct ibv_pd *pd;
+	char *buf;
+	int seconds;
+	long regs, fails;
+	unsigned int seed;
+};
+
+static void *churn_thread(void *arg)
+{
+	struct churn *c = arg;
+	time_t end = time(NULL) + c->seconds;
+	struct ibv_mr *held[8] = {};
+
+	while (time(NULL) < end) {
+		int slot = rand_r(&c->seed) % 8;
+		size_t pages = 1 + rand_r(&c->seed) % 64;
+		size_t off = (rand_r(&c->seed) % 64) * PAGE + rand_r(&c->seed) % 100;
+
+		if (held[slot]) {
+			if (ibv_dereg_mr(held[slot]))
+				c->fails++;
+			held[slot] = NULL;
+		} else {
+			held[slot] = ibv_reg_mr(c->pd, c->buf + off, pages * PAGE, ACC_ALL);
+			if (held[slot])
+				c->regs++;
+			else
+				c->fails++;
+		}
+	}
+	for (int i = 0; i < 8; i++)
+		if (held[i] && ibv_dereg_mr(held[i]))
+			c->fails++;
+	return NULL;
+}
+
+TEST_F_TIMEOUT(mr, eight_threads_reg_dereg, 120)
+{
+	char *buf = map(129 * PAGE, PROT_READ | PROT_WRITE, MAP_POPULATE);
+	struct churn c[8];
+	pthread_t t[8];
+	long regs = 0, fails = 0;
+
+	ASSERT_NE(NULL, buf);
+	for (int i = 0; i < 8; i++) {
+		c[i] = (struct churn){ .pd = self->pd, .buf = buf, .seconds = 3, .seed = i + 1 };
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, churn_thread, &c[i]));
+	}
+	for (int i = 0; i < 8; i++) {
+		pthread_join(t[i], NULL);
+		regs += c[i].regs;
+		fails += c[i].fails;
+	}
+	TH_LOG("%ld registrations by 8 threads in 3 s", regs);
+	EXPECT_EQ(0, fails);
+	EXPECT_LT(0, regs);
+}
+
+/* Processes that never deregister: exit and kill -9 release every pin. */
+static void exit_case(struct __test_metadata *_metadata, int nmrs, int kill9)
+{
+	long before = global_pins();
+	int pfd[2];
+	pid_t pid;
+	char c;
+
+	ASSERT_EQ(0, pipe(pfd));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct ibv_context *ctx = open_dev();
+		struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+		char *buf = map(nmrs * PAGE, PROT_READ | PROT_WRITE, MAP_POPULATE);
+		int n = 0;
+
+		for (int i = 0; pd && buf && i < nmrs; i++)
+			n += ibv_reg_mr(pd, buf + i * PAGE, PAGE, ACC_ALL) != NULL;
+		c = n == nmrs && vmpin_pages() == nmrs ? 'y' : 'n';
+		if (write(pfd[1], &c, 1) != 1)
+			_exit(2);
+		if (kill9)
+			pause();
+		_exit(0); /* no dereg, no close */
+	}
+	close(pfd[1]);
+	ASSERT_EQ(1, read(pfd[0], &c, 1));
+	EXPECT_EQ('y', c);
+	if (kill9)
+		kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	/* The 9p root pins and unpins a few pages on its own: allow that noise. */
+	long after = global_pins();
+	EXPECT_LT(after - before, 64) TH_LOG("pins before %ld after %ld", before, after);
+	EXPECT_EQ(0, count_mrs());
+}
+
+TEST_F(mr, exit_without_dereg_releases_pins)
+{
+	exit_case(_metadata, 100, 0);
+}
+
+TEST_F_TIMEOUT(mr, kill9_with_1000_mrs_releases_pins, 300)
+{
+	exit_case(_metadata, 1000, 1);
+}
+
+TEST_HARNESS_MAIN
