@@ -6,6 +6,8 @@
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/capability.h>
+#include <net/netlink.h>
+#include <uapi/rdma/rdma_netlink.h>
 #include "oxe_helpers.h"
 
 struct ib_device *oxe_alloc_ib_device(size_t size)
@@ -132,4 +134,19 @@ unsigned long oxe_xa_to_value(const void *entry)
 int oxe_xa_err(void *entry)
 {
 	return xa_err(entry);
+}
+
+struct nlattr *oxe_nl_driver_nest_start(struct sk_buff *msg)
+{
+	return nla_nest_start(msg, RDMA_NLDEV_ATTR_DRIVER);
+}
+
+void oxe_nl_nest_end(struct sk_buff *msg, struct nlattr *nest)
+{
+	nla_nest_end(msg, nest);
+}
+
+void oxe_nl_nest_cancel(struct sk_buff *msg, struct nlattr *nest)
+{
+	nla_nest_cancel(msg, nest);
 }

@@ -53,6 +53,11 @@ bool oxe_xa_is_value(const void *entry);
 unsigned long oxe_xa_to_value(const void *entry);
 int oxe_xa_err(void *entry);
 
+/* Driver attributes of `rdma res show`: a RDMA_NLDEV_ATTR_DRIVER nest. */
+struct nlattr *oxe_nl_driver_nest_start(struct sk_buff *msg);
+void oxe_nl_nest_end(struct sk_buff *msg, struct nlattr *nest);
+void oxe_nl_nest_cancel(struct sk_buff *msg, struct nlattr *nest);
+
 /* True if the module @name is loaded (find_module() is not exported). */
 bool oxe_module_loaded(const char *name);
 

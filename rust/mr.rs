@@ -100,6 +100,8 @@ impl Pinned {
         if let Some(run) = builder.finish() {
             let _ = this.runs.push_within_capacity(run);
         }
+        // Growth doubles the table; give the slack back (best effort).
+        let _ = this.runs.shrink_to(this.runs.len(), GFP_KERNEL);
         result.map(|()| this)
     }
 
@@ -353,6 +355,11 @@ pub(crate) unsafe extern "C" fn fill_res_mr_entry(
             p.table_bytes(),
         )
     });
+    // SAFETY: `msg` is the message being built.
+    let nest = unsafe { b::oxe_nl_driver_nest_start(msg) };
+    if nest.is_null() {
+        return EMSGSIZE.to_errno();
+    }
     for (name, v) in [
         (c"pages_pinned", pages),
         (c"mtt_entries", entries),
@@ -362,8 +369,12 @@ pub(crate) unsafe extern "C" fn fill_res_mr_entry(
         // SAFETY: `msg` is the message being built; the name is NUL-terminated.
         let ret = unsafe { b::rdma_nl_put_driver_u64(msg, name.as_char_ptr(), v) };
         if ret != 0 {
+            // SAFETY: `nest` was opened on `msg` above.
+            unsafe { b::oxe_nl_nest_cancel(msg, nest) };
             return ret;
         }
     }
+    // SAFETY: as above.
+    unsafe { b::oxe_nl_nest_end(msg, nest) };
     0
 }

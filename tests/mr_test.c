@@ -94,11 +94,11 @@ static int mr_res(uint32_t lkey, long *pages, long *entries)
 
 		if (!s)
 			continue;
-		a = strstr(line, "pages_pinned ");
-		b = strstr(line, "mtt_entries ");
+		a = strstr(line, "drv_pages_pinned ");
+		b = strstr(line, "drv_mtt_entries ");
 		if (a && b) {
-			*pages = strtol(a + 13, NULL, 10);
-			*entries = strtol(b + 12, NULL, 10);
+			*pages = strtol(a + 17, NULL, 10);
+			*entries = strtol(b + 16, NULL, 10);
 			found = 0;
 		}
 	}
@@ -252,8 +252,8 @@ TEST_F(mr, unaligned_buffer)
 	struct ibv_mr *mr;
 
 	ASSERT_NE(NULL, raw);
-	/* 4097 bytes starting 3 bytes before a page boundary: 3 pages. */
-	mr = ibv_reg_mr(self->pd, raw + PAGE - 3, PAGE + 1, IBV_ACCESS_LOCAL_WRITE);
+	/* 4100 bytes starting 3 bytes before a page boundary: 3 pages. */
+	mr = ibv_reg_mr(self->pd, raw + PAGE - 3, PAGE + 4, IBV_ACCESS_LOCAL_WRITE);
 	ASSERT_NE(NULL, mr) TH_LOG("reg_mr: %s", strerror(errno));
 	EXPECT_EQ(3, vmpin_pages());
 	EXPECT_EQ(raw + PAGE - 3, mr->addr);
