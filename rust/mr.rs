@@ -8,6 +8,7 @@
 use core::mem::size_of;
 use core::ptr;
 
+use kernel::alloc::kvec::PushError;
 use kernel::alloc::KVVec;
 use kernel::ffi::{c_int, c_ulong};
 use kernel::prelude::*;
@@ -58,7 +59,8 @@ impl Pinned {
         if write {
             flags |= b::FOLL_WRITE;
         }
-        let mut pages = KVec::<*mut b::page>::with_capacity(PIN_BATCH, GFP_KERNEL)?;
+        let batch = npages.min(PIN_BATCH as u64) as usize;
+        let mut pages = KVec::<*mut b::page>::with_capacity(batch, GFP_KERNEL)?;
         let mut builder = RunBuilder::new();
         let mut va = va;
         let mut left = npages;
@@ -66,7 +68,7 @@ impl Pinned {
             if left == 0 {
                 break Ok(());
             }
-            let n = left.min(PIN_BATCH as u64) as usize;
+            let n = left.min(batch as u64) as usize;
             // SAFETY: `pages` has room for `n` pointers; `va` is a user address.
             let got = unsafe {
                 b::pin_user_pages_fast(va as c_ulong, n as c_int, flags, pages.as_mut_ptr())
@@ -79,9 +81,9 @@ impl Pinned {
                 });
             }
             let got = got as usize;
-            // Worst case every page is its own run: reserve first, so that
+            // Worst case every page closes a run: reserve first, so that
             // pinned pages are always recorded and released.
-            if let Err(e) = this.runs.reserve(got + 1, GFP_KERNEL) {
+            if let Err(e) = this.runs.reserve(got, GFP_KERNEL) {
                 // SAFETY: `pages[..got]` were pinned just now.
                 unsafe { b::unpin_user_pages(pages.as_mut_ptr(), got as c_ulong) };
                 break Err(e.into());
@@ -97,11 +99,22 @@ impl Pinned {
             va += got as u64 * PAGE_SIZE;
             left -= got as u64;
         };
+        // The last run: there is usually room left by the batch reservations.
         if let Some(run) = builder.finish() {
-            let _ = this.runs.push_within_capacity(run);
+            if let Err(PushError(run)) = this.runs.push_within_capacity(run) {
+                if this.runs.reserve(1, GFP_KERNEL).is_ok() {
+                    let _ = this.runs.push_within_capacity(run);
+                } else {
+                    // SAFETY: these pages are pinned and recorded nowhere else.
+                    unsafe { unpin_run(&run, this.dirty) };
+                    return Err(ENOMEM);
+                }
+            }
         }
         // Growth doubles the table; give the slack back (best effort).
-        let _ = this.runs.shrink_to(this.runs.len(), GFP_KERNEL);
+        if this.runs.capacity() > this.runs.len() {
+            let _ = this.runs.shrink_to(this.runs.len(), GFP_KERNEL);
+        }
         result.map(|()| this)
     }
 
@@ -111,18 +124,26 @@ impl Pinned {
     }
 }
 
+/// # Safety
+///
+/// The run's pages must be pinned, once, by the caller.
+unsafe fn unpin_run(run: &Run, dirty: bool) {
+    // SAFETY: `count` physically contiguous pinned pages from `pfn`: one
+    // range call releases them.
+    unsafe {
+        b::unpin_user_page_range_dirty_lock(
+            b::oxe_pfn_to_page(run.pfn as c_ulong),
+            run.count as c_ulong,
+            dirty,
+        )
+    };
+}
+
 impl Drop for Pinned {
     fn drop(&mut self) {
         for run in self.runs.iter() {
-            // SAFETY: each run is `count` pages pinned by `pin`, physically
-            // contiguous, so one range call releases them.
-            unsafe {
-                b::unpin_user_page_range_dirty_lock(
-                    b::oxe_pfn_to_page(run.pfn as c_ulong),
-                    run.count as c_ulong,
-                    self.dirty,
-                )
-            };
+            // SAFETY: every recorded run was pinned by `pin`.
+            unsafe { unpin_run(run, self.dirty) };
         }
         // SAFETY: `mm` was grabbed by oxe_account_pinned with this count.
         unsafe { b::oxe_unaccount_pinned(self.mm, self.accounted as c_ulong) };

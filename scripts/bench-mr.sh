@@ -29,6 +29,11 @@ for flavour in ("oxe", "rxe"):
     for r in range(1, rounds + 1):
         for line in open(f"{out}/{flavour}-{r}.txt"):
             f = line.split()
+            if f[0] == "pd":
+                us = float(f[4])
+                cur = best[("pd", 0)].get(flavour)
+                best[("pd", 0)][flavour] = min(cur, us) if cur else us
+                continue
             if f[0] != "mr":
                 continue
             key = (f[1], int(f[2]))
@@ -41,10 +46,13 @@ def size(n):
     return f"{n >> 30} GiB" if n >= 1 << 30 else f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB"
 print(f"reg+dereg, µs per operation, best of {rounds} alternating boots (TCG guest)")
 print(f"{'pages':5} {'size':>8} {'oxe':>10} {'rxe':>10} {'oxe/rxe':>8} {'floor':>10} {'oxe/floor':>9}")
+pd = best.pop(("pd", 0), {})
 for (backing, n), v in sorted(best.items(), key=lambda kv: (kv[0][0], kv[0][1])):
     o, x, fl = v.get("oxe"), v.get("rxe"), v.get("floor")
     ratio = f"{o / x:.2f}" if o and x else "-"
     fr = f"{o / fl:.2f}" if o and fl else "-"
     print(f"{backing:5} {size(n):>8} {o or 0:10.1f} {x or 0:10.1f} {ratio:>8} {fl or 0:10.1f} {fr:>9}")
+if pd:
+    print(f"alloc_pd+dealloc_pd (the core's share of a verb round trip): oxe {pd.get('oxe', 0):.1f} µs, rxe {pd.get('rxe', 0):.1f} µs")
 PY
 echo "raw results in $out"
