@@ -12,7 +12,14 @@ mount -t devtmpfs dev /dev 2>/dev/null
 mkdir -p /dev/pts /dev/shm
 mount -t devpts devpts /dev/pts
 mount -t tmpfs tmpfs /dev/shm
-for d in /tmp /run /var/tmp /var/log /root /mnt; do mount -t tmpfs tmpfs "$d"; done
+# The repo and the kernel build may live under a directory that tmpfs is about
+# to cover (/tmp, /root): bind them to fixed places first.
+mount -t tmpfs tmpfs /run
+mkdir -p /run/oxe/root /run/oxe/kdir
+mount --bind "$OXE_ROOT" /run/oxe/root
+mount --bind "$OXE_KDIR" /run/oxe/kdir
+export OXE_ROOT=/run/oxe/root OXE_KDIR=/run/oxe/kdir
+for d in /tmp /var/tmp /var/log /root /mnt; do mount -t tmpfs tmpfs "$d"; done
 mount -t debugfs debugfs /sys/kernel/debug 2>/dev/null
 mkdir -p /tmp/out
 mount -t 9p -o trans=virtio,version=9p2000.L oxeout /tmp/out
@@ -44,10 +51,13 @@ echo /tmp/bin/modprobe >/proc/sys/kernel/modprobe
 export PATH=/tmp/bin:$PATH
 
 ulimit -l unlimited
-cd "$OXE_ROOT" || exit 1
 echo "oxe-guest: running $(cat "$OXE_OUT/cmd")"
-sh -c "$(cat "$OXE_OUT/cmd")"
-echo $? >"$OXE_OUT/status"
+if cd "$OXE_ROOT"; then
+	sh -c "$(cat "$OXE_OUT/cmd")"
+	echo $? >"$OXE_OUT/status"
+else
+	echo 1 >"$OXE_OUT/status"
+fi
 sync
 echo "oxe-guest: done, status $(cat "$OXE_OUT/status")"
 busybox reboot -f 2>/dev/null || systemctl reboot -ff

@@ -9,4 +9,5 @@
 pub mod access;
 pub mod key;
 pub mod mtt;
+pub mod packet;
 pub mod params;

@@ -1,0 +1,163 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RC transport packets as the requester, responder and completer see them:
+//! BTH opcodes, 24-bit PSN arithmetic, how a message is cut into MTU-sized
+//! packets, and AETH syndromes. The same logic will drive the RoCEv2 wire.
+
+/// RC BTH opcodes (IBA 9.2, RC = 0x00..0x1f).
+pub mod op {
+    pub const SEND_FIRST: u8 = 0x00;
+    pub const SEND_MIDDLE: u8 = 0x01;
+    pub const SEND_LAST: u8 = 0x02;
+    pub const SEND_LAST_IMM: u8 = 0x03;
+    pub const SEND_ONLY: u8 = 0x04;
+    pub const SEND_ONLY_IMM: u8 = 0x05;
+    pub const WRITE_FIRST: u8 = 0x06;
+    pub const WRITE_MIDDLE: u8 = 0x07;
+    pub const WRITE_LAST: u8 = 0x08;
+    pub const WRITE_LAST_IMM: u8 = 0x09;
+    pub const WRITE_ONLY: u8 = 0x0a;
+    pub const WRITE_ONLY_IMM: u8 = 0x0b;
+    pub const READ_REQUEST: u8 = 0x0c;
+    pub const READ_RESPONSE_FIRST: u8 = 0x0d;
+    pub const READ_RESPONSE_MIDDLE: u8 = 0x0e;
+    pub const READ_RESPONSE_LAST: u8 = 0x0f;
+    pub const READ_RESPONSE_ONLY: u8 = 0x10;
+    pub const ACKNOWLEDGE: u8 = 0x11;
+    pub const ATOMIC_ACKNOWLEDGE: u8 = 0x12;
+    pub const COMPARE_SWAP: u8 = 0x13;
+    pub const FETCH_ADD: u8 = 0x14;
+    pub const SEND_LAST_INV: u8 = 0x16;
+    pub const SEND_ONLY_INV: u8 = 0x17;
+}
+
+/// PSNs are 24 bits and wrap.
+pub const PSN_MASK: u32 = 0x00ff_ffff;
+
+pub const fn psn_add(psn: u32, n: u32) -> u32 {
+    psn.wrapping_add(n) & PSN_MASK
+}
+
+/// Signed distance `a - b` in PSN space: negative when `a` is behind `b`.
+pub const fn psn_diff(a: u32, b: u32) -> i32 {
+    ((a.wrapping_sub(b) << 8) as i32) >> 8
+}
+
+/// The message kinds a send queue carries.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Send,
+    SendImm,
+    SendInv,
+    Write,
+    WriteImm,
+}
+
+/// The opcode of packet `index` of `count` for a message of `kind`.
+pub const fn opcode(kind: Kind, index: u32, count: u32) -> u8 {
+    let first = index == 0;
+    let last = index + 1 == count;
+    match kind {
+        Kind::Send | Kind::SendImm | Kind::SendInv => match (first, last) {
+            (true, true) => match kind {
+                Kind::SendImm => op::SEND_ONLY_IMM,
+                Kind::SendInv => op::SEND_ONLY_INV,
+                _ => op::SEND_ONLY,
+            },
+            (true, false) => op::SEND_FIRST,
+            (false, false) => op::SEND_MIDDLE,
+            (false, true) => match kind {
+                Kind::SendImm => op::SEND_LAST_IMM,
+                Kind::SendInv => op::SEND_LAST_INV,
+                _ => op::SEND_LAST,
+            },
+        },
+        Kind::Write | Kind::WriteImm => match (first, last) {
+            (true, true) => {
+                if matches!(kind, Kind::WriteImm) {
+                    op::WRITE_ONLY_IMM
+                } else {
+                    op::WRITE_ONLY
+                }
+            }
+            (true, false) => op::WRITE_FIRST,
+            (false, false) => op::WRITE_MIDDLE,
+            (false, true) => {
+                if matches!(kind, Kind::WriteImm) {
+                    op::WRITE_LAST_IMM
+                } else {
+                    op::WRITE_LAST
+                }
+            }
+        },
+    }
+}
+
+/// Packets a message of `len` bytes takes at path MTU `mtu` (a zero-length
+/// message still takes one).
+pub const fn packets(len: u64, mtu: u32) -> u32 {
+    if len == 0 {
+        1
+    } else {
+        len.div_ceil(mtu as u64) as u32
+    }
+}
+
+/// The opcode of READ response packet `index` of `count`.
+pub const fn read_response_opcode(index: u32, count: u32) -> u8 {
+    match (index == 0, index + 1 == count) {
+        (true, true) => op::READ_RESPONSE_ONLY,
+        (true, false) => op::READ_RESPONSE_FIRST,
+        (false, false) => op::READ_RESPONSE_MIDDLE,
+        (false, true) => op::READ_RESPONSE_LAST,
+    }
+}
+
+/// What a responder answers (AETH syndrome classes, IBA 9.7.5.2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Nak {
+    /// Receiver not ready: no receive WQE posted.
+    Rnr,
+    /// PSN sequence error.
+    Sequence,
+    /// Invalid request (bad opcode order, length, alignment).
+    InvalidRequest,
+    /// Bad rkey, PD, range or rights.
+    RemoteAccess,
+    /// The responder failed (e.g. its recv CQ overflowed).
+    RemoteOperational,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn psn_wraps() {
+        assert_eq!(psn_add(PSN_MASK, 1), 0);
+        assert_eq!(psn_add(5, 3), 8);
+        assert_eq!(psn_diff(0, PSN_MASK), 1);
+        assert_eq!(psn_diff(PSN_MASK, 0), -1);
+        assert_eq!(psn_diff(100, 40), 60);
+        assert_eq!(psn_diff(40, 100), -60);
+        assert_eq!(psn_diff(0x80_0000, 0), -0x80_0000);
+    }
+
+    #[test]
+    fn segmentation() {
+        assert_eq!(packets(0, 1024), 1);
+        assert_eq!(packets(1, 1024), 1);
+        assert_eq!(packets(1024, 1024), 1);
+        assert_eq!(packets(1025, 1024), 2);
+        assert_eq!(packets(1 << 31, 4096), 1 << 19);
+        assert_eq!(opcode(Kind::Write, 0, 1), op::WRITE_ONLY);
+        assert_eq!(opcode(Kind::WriteImm, 0, 1), op::WRITE_ONLY_IMM);
+        assert_eq!(opcode(Kind::WriteImm, 0, 3), op::WRITE_FIRST);
+        assert_eq!(opcode(Kind::WriteImm, 1, 3), op::WRITE_MIDDLE);
+        assert_eq!(opcode(Kind::WriteImm, 2, 3), op::WRITE_LAST_IMM);
+        assert_eq!(opcode(Kind::Send, 1, 2), op::SEND_LAST);
+        assert_eq!(opcode(Kind::SendInv, 0, 1), op::SEND_ONLY_INV);
+        assert_eq!(read_response_opcode(0, 1), op::READ_RESPONSE_ONLY);
+        assert_eq!(read_response_opcode(1, 3), op::READ_RESPONSE_MIDDLE);
+    }
+}
