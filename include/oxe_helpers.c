@@ -7,6 +7,7 @@
 #include <linux/sched/signal.h>
 #include <linux/capability.h>
 #include <net/netlink.h>
+#include <linux/vmalloc.h>
 #include <uapi/rdma/rdma_netlink.h>
 #include "oxe_helpers.h"
 
@@ -149,4 +150,63 @@ void oxe_nl_nest_end(struct sk_buff *msg, struct nlattr *nest)
 void oxe_nl_nest_cancel(struct sk_buff *msg, struct nlattr *nest)
 {
 	nla_nest_cancel(msg, nest);
+}
+
+void *oxe_vmalloc_user(unsigned long size)
+{
+	return vmalloc_user(size);
+}
+
+int oxe_remap_vmalloc(struct vm_area_struct *vma, void *addr)
+{
+	return remap_vmalloc_range(vma, addr, 0);
+}
+
+u64 oxe_vma_offset(struct vm_area_struct *vma)
+{
+	return (u64)vma->vm_pgoff << PAGE_SHIFT;
+}
+
+unsigned long oxe_vma_len(struct vm_area_struct *vma)
+{
+	return vma->vm_end - vma->vm_start;
+}
+
+void oxe_cq_comp_handler(struct ib_cq *cq)
+{
+	if (cq->comp_handler)
+		cq->comp_handler(cq, cq->cq_context);
+}
+
+void oxe_cq_event(struct ib_cq *cq, enum ib_event_type type)
+{
+	struct ib_event ev = { .device = cq->device, .element.cq = cq, .event = type };
+
+	if (cq->event_handler)
+		cq->event_handler(&ev, cq->cq_context);
+}
+
+void oxe_qp_event(struct ib_qp *qp, enum ib_event_type type)
+{
+	struct ib_event ev = { .device = qp->device, .element.qp = qp, .event = type };
+
+	if (qp->event_handler)
+		qp->event_handler(&ev, qp->qp_context);
+}
+
+struct ib_ucontext *oxe_udata_ucontext(struct ib_udata *udata)
+{
+	if (!udata)
+		return NULL;
+	return container_of(udata, struct uverbs_attr_bundle, driver_udata)->context;
+}
+
+void oxe_vfree(void *addr)
+{
+	vfree(addr);
+}
+
+struct ib_udata *oxe_attrs_udata(struct uverbs_attr_bundle *attrs)
+{
+	return attrs ? &attrs->driver_udata : NULL;
 }

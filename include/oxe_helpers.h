@@ -53,6 +53,24 @@ bool oxe_xa_is_value(const void *entry);
 unsigned long oxe_xa_to_value(const void *entry);
 int oxe_xa_err(void *entry);
 
+/* Rings shared with user space: vmalloc_user memory, mapped by mmap. */
+void *oxe_vmalloc_user(unsigned long size);
+int oxe_remap_vmalloc(struct vm_area_struct *vma, void *addr);
+u64 oxe_vma_offset(struct vm_area_struct *vma);
+unsigned long oxe_vma_len(struct vm_area_struct *vma);
+
+void oxe_vfree(void *addr);
+/* The driver udata of a uverbs attribute bundle (NULL for kernel callers). */
+struct ib_udata *oxe_attrs_udata(struct uverbs_attr_bundle *attrs);
+
+/* The ucontext of a uverbs command (rdma_udata_to_drv_context). */
+struct ib_ucontext *oxe_udata_ucontext(struct ib_udata *udata);
+
+/* Completion callbacks and async events of CQs and QPs. */
+void oxe_cq_comp_handler(struct ib_cq *cq);
+void oxe_cq_event(struct ib_cq *cq, enum ib_event_type type);
+void oxe_qp_event(struct ib_qp *qp, enum ib_event_type type);
+
 /* Driver attributes of `rdma res show`: a RDMA_NLDEV_ATTR_DRIVER nest. */
 struct nlattr *oxe_nl_driver_nest_start(struct sk_buff *msg);
 void oxe_nl_nest_end(struct sk_buff *msg, struct nlattr *nest);

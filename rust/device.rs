@@ -11,10 +11,14 @@ use kernel::ffi::c_int;
 use kernel::prelude::*;
 
 use crate::bindings as b;
+use crate::cq::{self, OxeCq};
 use crate::keys::KeyTable;
 use crate::mr::{self, OxeMr};
 use crate::params;
 use crate::pd::{self, OxePd};
+use crate::qp::{self, OxeQp, QpTable};
+use crate::queue::Mmaps;
+use kernel::sync::atomic::Atomic;
 
 /// One oxe device. The core allocates it (`ib_alloc_device`) and frees it
 /// after `dealloc_driver`; `ib` must come first.
@@ -32,6 +36,11 @@ pub(crate) struct DeviceState {
     /// lkey/rkey -> MR.
     #[pin]
     pub(crate) keys: KeyTable<OxeMr>,
+    /// QPN -> QP.
+    #[pin]
+    pub(crate) qps: QpTable,
+    /// The next mmap offset handed out for a ring (rxe's scheme).
+    mmap_offset: Atomic<u64>,
 }
 
 impl OxeDevice {
@@ -46,12 +55,41 @@ impl OxeDevice {
     pub(crate) fn state(&self) -> Option<&DeviceState> {
         self.state.as_deref()
     }
+
+    pub(crate) fn mmap_offsets(&self) -> &Atomic<u64> {
+        match self.state() {
+            Some(s) => &s.mmap_offset,
+            None => &NO_OFFSETS,
+        }
+    }
 }
 
-/// Per-process context. Empty for now; the core requires the object size.
+static NO_OFFSETS: Atomic<u64> = Atomic::new(0);
+
+/// Per-process context: the rings waiting to be mmapped.
 #[repr(C)]
 pub(crate) struct OxeUcontext {
     ib: b::ib_ucontext,
+    mmaps: Option<Pin<KBox<Mmaps>>>,
+}
+
+impl OxeUcontext {
+    /// The ucontext of a user command.
+    ///
+    /// # Safety
+    ///
+    /// `udata` must be the driver udata of a live uverbs command on an oxe
+    /// device.
+    pub(crate) unsafe fn from_udata<'a>(udata: *mut b::ib_udata) -> Option<&'a OxeUcontext> {
+        // SAFETY: per the function's contract.
+        let uc = unsafe { b::oxe_udata_ucontext(udata) };
+        // SAFETY: `ib` is the first field of a `repr(C)` OxeUcontext.
+        (!uc.is_null()).then(|| unsafe { &*uc.cast::<OxeUcontext>() })
+    }
+
+    pub(crate) fn mmaps(&self) -> Result<&Mmaps> {
+        self.mmaps.as_deref().ok_or(EINVAL)
+    }
 }
 
 const PORT: u32 = 1;
@@ -117,7 +155,11 @@ pub(crate) fn add(name: &CStr, ndev: *mut b::net_device) -> Result {
     // SAFETY: fresh memory of OxeDevice's size; write without reading.
     unsafe { ptr::addr_of_mut!((*dev).state).write(None) };
     let state = KBox::pin_init(
-        try_pin_init!(DeviceState { keys <- KeyTable::new() }? Error),
+        try_pin_init!(DeviceState {
+            keys <- KeyTable::new(),
+            qps <- QpTable::new(),
+            mmap_offset: Atomic::new(kernel::page::PAGE_SIZE as u64),
+        }? Error),
         GFP_KERNEL,
     );
     let ret = match state {
@@ -174,6 +216,22 @@ unsafe fn init_and_register(ib: *mut b::ib_device, name: &CStr, ndev: *mut b::ne
         ops.reg_user_mr = Some(mr::reg_user_mr);
         ops.dereg_mr = Some(mr::dereg_mr);
         ops.fill_res_mr_entry = Some(mr::fill_res_mr_entry);
+        ops.create_cq = Some(cq::create_cq);
+        ops.destroy_cq = Some(cq::destroy_cq);
+        ops.req_notify_cq = Some(cq::req_notify_cq);
+        ops.poll_cq = Some(cq::poll_cq);
+        ops.size_ib_cq = size_of::<OxeCq>();
+        ops.create_qp = Some(qp::create_qp);
+        ops.modify_qp = Some(qp::modify_qp);
+        ops.query_qp = Some(qp::query_qp);
+        ops.destroy_qp = Some(qp::destroy_qp);
+        ops.post_send = Some(qp::post_send);
+        ops.post_recv = Some(qp::post_recv);
+        ops.size_ib_qp = size_of::<OxeQp>();
+        ops.mmap = Some(mmap);
+        // The doorbell and completion events go through these commands.
+        dev.uverbs_cmd_mask |= (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
+            | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
         b::ib_set_device_ops(ib, &ops);
 
         let ret = b::ib_device_set_netdev(ib, ndev, PORT);
@@ -351,13 +409,45 @@ unsafe extern "C" fn query_pkey(
 /// # Safety
 ///
 /// Called by the RDMA core, with live objects and writable outputs.
-unsafe extern "C" fn alloc_ucontext(_uc: *mut b::ib_ucontext, udata: *mut b::ib_udata) -> c_int {
+unsafe extern "C" fn alloc_ucontext(ib: *mut b::ib_ucontext, udata: *mut b::ib_udata) -> c_int {
+    let uc = ib.cast::<OxeUcontext>();
+    // SAFETY: fresh zeroed memory of OxeUcontext's size: write, don't drop.
+    unsafe { ptr::addr_of_mut!((*uc).mmaps).write(None) };
     // librxe sends no driver data with GET_CONTEXT and expects none back.
     // SAFETY: `udata` is the command's udata.
-    unsafe { b::oxe_udata_in_empty(udata) }
+    let ret = unsafe { b::oxe_udata_in_empty(udata) };
+    if ret != 0 {
+        return ret;
+    }
+    match KBox::pin_init(Mmaps::new(), GFP_KERNEL) {
+        // SAFETY: the core does not use the context before we return.
+        Ok(m) => unsafe {
+            (*uc).mmaps = Some(m);
+            0
+        },
+        Err(e) => e.to_errno(),
+    }
 }
 
 /// # Safety
 ///
 /// Called by the RDMA core, with live objects and writable outputs.
-unsafe extern "C" fn dealloc_ucontext(_uc: *mut b::ib_ucontext) {}
+unsafe extern "C" fn dealloc_ucontext(ib: *mut b::ib_ucontext) {
+    // SAFETY: our ucontext, last use.
+    drop(unsafe { (*ib.cast::<OxeUcontext>()).mmaps.take() });
+}
+
+/// # Safety
+///
+/// Called by the core for an mmap of the uverbs file of this context.
+unsafe extern "C" fn mmap(ib: *mut b::ib_ucontext, vma: *mut b::vm_area_struct) -> c_int {
+    // SAFETY: our live ucontext.
+    let uc = unsafe { &*ib.cast::<OxeUcontext>() };
+    match uc.mmaps.as_deref() {
+        Some(m) => match m.mmap(vma) {
+            Ok(()) => 0,
+            Err(e) => e.to_errno(),
+        },
+        None => EINVAL.to_errno(),
+    }
+}

@@ -200,13 +200,89 @@ impl MrRef {
         unsafe { &*self.0 }
     }
 
-    #[allow(dead_code)]
     /// The access check of the data path: the fragments behind
     /// `[iova, iova + len)`, or why the access is refused.
     pub(crate) fn check(&self, req: &mtt::Request) -> Result<mtt::Cursor<'_>, mtt::AccessError> {
         let mr = self.mr();
         let runs = mr.pinned.as_ref().map_or(&[][..], |p| &p.runs[..]);
         mtt::check(&mr.grant, &mr.region, runs, req)
+    }
+}
+
+/// Runs `f` on the kernel mapping of frame `pfn`.
+fn with_page<R>(pfn: u64, f: impl FnOnce(*mut u8) -> R) -> R {
+    // SAFETY: `pfn` is a page pinned by a live MR (the caller holds an
+    // MrRef); kmap_local_page maps it until the matching kunmap_local.
+    unsafe {
+        let va = b::kmap_local_page(b::oxe_pfn_to_page(pfn as c_ulong));
+        let r = f(va.cast());
+        b::kunmap_local(va);
+        r
+    }
+}
+
+impl MrRef {
+    fn runs(&self) -> &[Run] {
+        self.mr().pinned.as_ref().map_or(&[][..], |p| &p.runs[..])
+    }
+
+    /// Copies `data` into the MR at `iova`. The caller checked the access.
+    pub(crate) fn write(&self, iova: u64, data: &[u8]) -> bool {
+        let Some(cur) = self
+            .mr()
+            .region
+            .cursor(self.runs(), iova, data.len() as u64)
+        else {
+            return false;
+        };
+        let mut off = 0usize;
+        for f in cur {
+            let len = f.len as usize;
+            let Some(src) = data.get(off..off + len) else {
+                return false;
+            };
+            // SAFETY: the fragment lies inside the mapped page.
+            with_page(f.pfn, |p| unsafe {
+                ptr::copy_nonoverlapping(src.as_ptr(), p.add(f.offset as usize), len)
+            });
+            off += len;
+        }
+        off == data.len()
+    }
+
+    /// Copies from the MR at `iova` into `out`. The caller checked the access.
+    pub(crate) fn read(&self, iova: u64, out: &mut [u8]) -> bool {
+        let Some(cur) = self.mr().region.cursor(self.runs(), iova, out.len() as u64) else {
+            return false;
+        };
+        let mut off = 0usize;
+        for f in cur {
+            let len = f.len as usize;
+            let Some(dst) = out.get_mut(off..off + len) else {
+                return false;
+            };
+            // SAFETY: the fragment lies inside the mapped page.
+            with_page(f.pfn, |p| unsafe {
+                ptr::copy_nonoverlapping(p.add(f.offset as usize), dst.as_mut_ptr(), len)
+            });
+            off += len;
+        }
+        off == out.len()
+    }
+
+    /// Applies `op` to the aligned u64 at `iova` atomically and returns the
+    /// value it had. The caller checked the access and the alignment.
+    pub(crate) fn atomic(&self, iova: u64, op: impl FnOnce(&Atomic<u64>) -> u64) -> Option<u64> {
+        let mut cur = self.mr().region.cursor(self.runs(), iova, 8)?;
+        let f = cur.next()?;
+        if f.len != 8 || f.offset % 8 != 0 {
+            return None;
+        }
+        // SAFETY: an aligned u64 inside the mapped page; other CPUs and the
+        // user may access it concurrently, hence atomic operations.
+        Some(with_page(f.pfn, |p| {
+            op(unsafe { Atomic::from_ptr(p.add(f.offset as usize).cast()) })
+        }))
     }
 }
 
@@ -220,7 +296,6 @@ impl Drop for MrRef {
 }
 
 /// Finds the live MR named by `key` on `dev`, without locks.
-#[allow(dead_code)]
 pub(crate) fn lookup(dev: &OxeDevice, key: u32) -> Option<MrRef> {
     dev.state()?.keys.get(key).map(MrRef)
 }

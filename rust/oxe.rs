@@ -15,11 +15,17 @@
 use kernel::prelude::*;
 
 mod bindings;
+mod cq;
 mod device;
 mod keys;
 mod link;
 mod mr;
 mod pd;
+mod qp;
+mod queue;
+mod req;
+mod resp;
+mod sgl;
 
 // Shared with the host crate in common/: `pub` there is the host crate's API,
 // and not every item is used by the kernel side.
@@ -33,8 +39,14 @@ mod key;
 #[path = "common/mtt.rs"]
 mod mtt;
 #[allow(unreachable_pub, dead_code)]
+#[path = "common/packet.rs"]
+mod packet;
+#[allow(unreachable_pub, dead_code)]
 #[path = "common/params.rs"]
 mod params;
+#[allow(unreachable_pub, dead_code)]
+#[path = "common/wqe.rs"]
+mod wqe;
 
 module! {
     type: OxeModule,

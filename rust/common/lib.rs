@@ -11,3 +11,4 @@ pub mod key;
 pub mod mtt;
 pub mod packet;
 pub mod params;
+pub mod wqe;

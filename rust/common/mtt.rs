@@ -61,7 +61,7 @@ impl RunBuilder {
 /// The run holding page `page`, by binary search.
 pub fn find(runs: &[Run], page: u64) -> Option<usize> {
     let i = runs.partition_point(|r| r.first <= page).checked_sub(1)?;
-    let r = &runs[i];
+    let r = runs.get(i)?;
     (page - r.first < r.count).then_some(i)
 }
 

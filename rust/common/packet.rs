@@ -96,10 +96,12 @@ pub const fn opcode(kind: Kind, index: u32, count: u32) -> u8 {
 /// Packets a message of `len` bytes takes at path MTU `mtu` (a zero-length
 /// message still takes one).
 pub const fn packets(len: u64, mtu: u32) -> u32 {
+    // A zero MTU is never negotiated; treat it as the smallest, not a panic.
+    let mtu = if mtu == 0 { 256 } else { mtu as u64 };
     if len == 0 {
         1
     } else {
-        len.div_ceil(mtu as u64) as u32
+        (len / mtu + (len % mtu != 0) as u64) as u32
     }
 }
 

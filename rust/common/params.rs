@@ -17,6 +17,8 @@ pub const MAX_QP: u32 = DEFAULT_MAX - MIN_QP_INDEX;
 pub const MAX_QP_WR: u32 = DEFAULT_MAX;
 pub const MAX_SGE: u32 = 32;
 pub const MAX_SGE_RD: u32 = 32;
+/// Inline data room of a send WQE: 32 SGEs' worth, as rxe.
+pub const MAX_INLINE_DATA: u32 = MAX_SGE * 16;
 pub const MAX_CQ: u32 = DEFAULT_MAX;
 pub const MAX_CQE: u32 = (1 << 15) - 1;
 pub const MAX_MR: u32 = (DEFAULT_MAX >> 1) - 1;

@@ -1,0 +1,254 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Work requests as librxe writes them into the shared rings (`struct
+//! rxe_send_wqe` and `struct rxe_recv_wqe` of the rxe uapi header, x86_64
+//! layout; the kernel crate checks these offsets against bindgen's). Parsing
+//! works on a private copy of the slot, so user space cannot change a WQE
+//! while it is being executed.
+
+pub const SEND_WQE_SGE_OFFSET: usize = 208;
+pub const RECV_WQE_SGE_OFFSET: usize = 40;
+pub const SGE_SIZE: usize = 16;
+
+/// `wr.wr` union of rxe_send_wr starts at byte 24.
+const WR_UNION: usize = 24;
+/// `dma` (rxe_dma_info) of rxe_send_wqe and rxe_recv_wqe.
+const SEND_DMA: usize = 184;
+const RECV_DMA: usize = 16;
+
+// Callers check the length first; out of range reads as 0, never panics.
+fn u32_at(b: &[u8], off: usize) -> u32 {
+    b.get(off..off + 4)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u32::from_ne_bytes)
+}
+
+fn u64_at(b: &[u8], off: usize) -> u64 {
+    b.get(off..off + 8)
+        .and_then(|s| s.try_into().ok())
+        .map_or(0, u64::from_ne_bytes)
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct Sge {
+    pub addr: u64,
+    pub length: u32,
+    pub lkey: u32,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct SendWqe {
+    pub wr_id: u64,
+    pub opcode: u32,
+    pub send_flags: u32,
+    /// Immediate data (as carried, network order) or rkey to invalidate.
+    pub ex: u32,
+    pub remote_addr: u64,
+    pub rkey: u32,
+    pub compare_add: u64,
+    pub swap: u64,
+    pub length: u32,
+    pub num_sge: u32,
+}
+
+/// IB_WR_* opcodes (= IBV_WR_*).
+pub mod wr {
+    pub const RDMA_WRITE: u32 = 0;
+    pub const RDMA_WRITE_WITH_IMM: u32 = 1;
+    pub const SEND: u32 = 2;
+    pub const SEND_WITH_IMM: u32 = 3;
+    pub const RDMA_READ: u32 = 4;
+    pub const ATOMIC_CMP_AND_SWP: u32 = 5;
+    pub const ATOMIC_FETCH_AND_ADD: u32 = 6;
+    pub const SEND_WITH_INV: u32 = 8;
+}
+
+/// IB_SEND_* flags.
+pub mod flags {
+    pub const FENCE: u32 = 1;
+    pub const SIGNALED: u32 = 2;
+    pub const SOLICITED: u32 = 4;
+    pub const INLINE: u32 = 8;
+}
+
+impl SendWqe {
+    /// Parses the fixed part of a send WQE; `None` if the slot is too short.
+    pub fn parse(b: &[u8]) -> Option<SendWqe> {
+        if b.len() < SEND_WQE_SGE_OFFSET {
+            return None;
+        }
+        let opcode = u32_at(b, 12);
+        let atomic = matches!(opcode, wr::ATOMIC_CMP_AND_SWP | wr::ATOMIC_FETCH_AND_ADD);
+        Some(SendWqe {
+            wr_id: u64_at(b, 0),
+            opcode,
+            send_flags: u32_at(b, 16),
+            ex: u32_at(b, 20),
+            remote_addr: u64_at(b, WR_UNION),
+            rkey: if atomic {
+                u32_at(b, WR_UNION + 24)
+            } else {
+                u32_at(b, WR_UNION + 8)
+            },
+            compare_add: if atomic { u64_at(b, WR_UNION + 8) } else { 0 },
+            swap: if atomic { u64_at(b, WR_UNION + 16) } else { 0 },
+            length: u32_at(b, SEND_DMA),
+            num_sge: u32_at(b, SEND_DMA + 12),
+        })
+    }
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct RecvWqe {
+    pub wr_id: u64,
+    pub num_sge: u32,
+}
+
+impl RecvWqe {
+    pub fn parse(b: &[u8]) -> Option<RecvWqe> {
+        if b.len() < RECV_WQE_SGE_OFFSET {
+            return None;
+        }
+        Some(RecvWqe {
+            wr_id: u64_at(b, 0),
+            num_sge: u32_at(b, RECV_DMA + 12),
+        })
+    }
+}
+
+/// SGE `i` of a WQE whose SGE array starts at `base`, if the slot holds it.
+pub fn sge(b: &[u8], base: usize, i: u32) -> Option<Sge> {
+    let off = base.checked_add((i as usize).checked_mul(SGE_SIZE)?)?;
+    if off.checked_add(SGE_SIZE)? > b.len() {
+        return None;
+    }
+    Some(Sge {
+        addr: u64_at(b, off),
+        length: u32_at(b, off + 8),
+        lkey: u32_at(b, off + 12),
+    })
+}
+
+/// Writes a send WQE the way librxe does (for kernel QPs and tests).
+pub fn write_send(b: &mut [u8], w: &SendWqe, sges: &[Sge]) -> Option<()> {
+    let end = SEND_WQE_SGE_OFFSET.checked_add(sges.len().checked_mul(SGE_SIZE)?)?;
+    if b.len() < end {
+        return None;
+    }
+    b[..end].fill(0);
+    b[0..8].copy_from_slice(&w.wr_id.to_ne_bytes());
+    b[12..16].copy_from_slice(&w.opcode.to_ne_bytes());
+    b[16..20].copy_from_slice(&w.send_flags.to_ne_bytes());
+    b[20..24].copy_from_slice(&w.ex.to_ne_bytes());
+    b[WR_UNION..WR_UNION + 8].copy_from_slice(&w.remote_addr.to_ne_bytes());
+    if matches!(w.opcode, wr::ATOMIC_CMP_AND_SWP | wr::ATOMIC_FETCH_AND_ADD) {
+        b[WR_UNION + 8..WR_UNION + 16].copy_from_slice(&w.compare_add.to_ne_bytes());
+        b[WR_UNION + 16..WR_UNION + 24].copy_from_slice(&w.swap.to_ne_bytes());
+        b[WR_UNION + 24..WR_UNION + 28].copy_from_slice(&w.rkey.to_ne_bytes());
+    } else {
+        b[WR_UNION + 8..WR_UNION + 12].copy_from_slice(&w.rkey.to_ne_bytes());
+    }
+    b[SEND_DMA..SEND_DMA + 4].copy_from_slice(&w.length.to_ne_bytes());
+    b[SEND_DMA + 4..SEND_DMA + 8].copy_from_slice(&w.length.to_ne_bytes());
+    b[SEND_DMA + 12..SEND_DMA + 16].copy_from_slice(&(sges.len() as u32).to_ne_bytes());
+    for (i, s) in sges.iter().enumerate() {
+        let o = SEND_WQE_SGE_OFFSET + i * SGE_SIZE;
+        b[o..o + 8].copy_from_slice(&s.addr.to_ne_bytes());
+        b[o + 8..o + 12].copy_from_slice(&s.length.to_ne_bytes());
+        b[o + 12..o + 16].copy_from_slice(&s.lkey.to_ne_bytes());
+    }
+    Some(())
+}
+
+/// Writes a receive WQE the way librxe does.
+pub fn write_recv(b: &mut [u8], wr_id: u64, sges: &[Sge]) -> Option<()> {
+    let end = RECV_WQE_SGE_OFFSET.checked_add(sges.len().checked_mul(SGE_SIZE)?)?;
+    if b.len() < end {
+        return None;
+    }
+    b[..end].fill(0);
+    b[0..8].copy_from_slice(&wr_id.to_ne_bytes());
+    let len: u32 = sges.iter().map(|s| s.length).fold(0, u32::wrapping_add);
+    b[RECV_DMA..RECV_DMA + 4].copy_from_slice(&len.to_ne_bytes());
+    b[RECV_DMA + 4..RECV_DMA + 8].copy_from_slice(&len.to_ne_bytes());
+    b[RECV_DMA + 12..RECV_DMA + 16].copy_from_slice(&(sges.len() as u32).to_ne_bytes());
+    for (i, s) in sges.iter().enumerate() {
+        let o = RECV_WQE_SGE_OFFSET + i * SGE_SIZE;
+        b[o..o + 8].copy_from_slice(&s.addr.to_ne_bytes());
+        b[o + 8..o + 12].copy_from_slice(&s.length.to_ne_bytes());
+        b[o + 12..o + 16].copy_from_slice(&s.lkey.to_ne_bytes());
+    }
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn send_roundtrip() {
+        let mut buf = [0xaau8; 256];
+        let w = SendWqe {
+            wr_id: 7,
+            opcode: wr::RDMA_WRITE,
+            send_flags: flags::SIGNALED,
+            ex: 0,
+            remote_addr: 0x1000,
+            rkey: 0x105,
+            compare_add: 0,
+            swap: 0,
+            length: 64,
+            num_sge: 1,
+        };
+        let s = [Sge {
+            addr: 0x2000,
+            length: 64,
+            lkey: 0x205,
+        }];
+        write_send(&mut buf, &w, &s).unwrap();
+        assert_eq!(SendWqe::parse(&buf), Some(w));
+        assert_eq!(sge(&buf, SEND_WQE_SGE_OFFSET, 0), Some(s[0]));
+        assert_eq!(sge(&buf, SEND_WQE_SGE_OFFSET, 3), None);
+        assert_eq!(sge(&buf, SEND_WQE_SGE_OFFSET, u32::MAX), None);
+    }
+
+    #[test]
+    fn atomic_layout() {
+        let mut buf = [0u8; 256];
+        let w = SendWqe {
+            wr_id: 1,
+            opcode: wr::ATOMIC_CMP_AND_SWP,
+            remote_addr: 8,
+            rkey: 9,
+            compare_add: 10,
+            swap: 11,
+            length: 8,
+            num_sge: 1,
+            ..Default::default()
+        };
+        write_send(&mut buf, &w, &[Sge::default()]).unwrap();
+        assert_eq!(u32_at(&buf, 48), 9);
+        assert_eq!(u64_at(&buf, 32), 10);
+        assert_eq!(SendWqe::parse(&buf), Some(w));
+    }
+
+    #[test]
+    fn recv_roundtrip() {
+        let mut buf = [0u8; 64];
+        let s = [Sge {
+            addr: 1,
+            length: 2,
+            lkey: 3,
+        }];
+        write_recv(&mut buf, 42, &s).unwrap();
+        assert_eq!(
+            RecvWqe::parse(&buf),
+            Some(RecvWqe {
+                wr_id: 42,
+                num_sge: 1
+            })
+        );
+        assert_eq!(sge(&buf, RECV_WQE_SGE_OFFSET, 0), Some(s[0]));
+        assert!(RecvWqe::parse(&buf[..10]).is_none());
+    }
+}

@@ -1,0 +1,263 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Completion queues: a ring of CQEs (`struct ib_uverbs_wc` for user CQs,
+//! `struct ib_wc` for kernel ones), completion events and overflow.
+
+use core::mem::size_of;
+use core::ptr;
+
+use kernel::ffi::c_int;
+use kernel::prelude::*;
+use kernel::sync::SpinLock;
+
+use crate::bindings as b;
+use crate::device::{OxeDevice, OxeUcontext};
+use crate::params;
+use crate::queue::{self, Queue};
+
+/// A completion as the transport reports it.
+#[derive(Clone, Copy)]
+pub(crate) struct Cqe {
+    pub(crate) wr_id: u64,
+    pub(crate) status: u32,
+    pub(crate) opcode: u32,
+    pub(crate) byte_len: u32,
+    /// Immediate data (network order, as carried) or invalidated rkey.
+    pub(crate) ex: u32,
+    pub(crate) wc_flags: u32,
+    pub(crate) qp: *mut b::ib_qp,
+    pub(crate) qp_num: u32,
+    pub(crate) src_qp: u32,
+}
+
+#[repr(C)]
+pub(crate) struct OxeCq {
+    ib: b::ib_cq,
+    state: Option<Pin<KBox<CqState>>>,
+}
+
+#[pin_data]
+struct CqState {
+    #[pin]
+    inner: SpinLock<CqInner>,
+    user: bool,
+}
+
+struct CqInner {
+    queue: Queue,
+    /// IB_CQ_SOLICITED / IB_CQ_NEXT_COMP armed by req_notify_cq.
+    notify: u32,
+    /// Overflowed: the CQ is in error and accepts no more CQEs.
+    error: bool,
+}
+
+impl OxeCq {
+    /// # Safety
+    ///
+    /// `ib` must be a live oxe CQ.
+    pub(crate) unsafe fn from_ib<'a>(ib: *mut b::ib_cq) -> &'a OxeCq {
+        // SAFETY: `ib` is the first field of a `repr(C)` OxeCq.
+        unsafe { &*ib.cast::<OxeCq>() }
+    }
+
+    pub(crate) fn ib(&self) -> *mut b::ib_cq {
+        ptr::from_ref(&self.ib).cast_mut()
+    }
+
+    /// Posts one completion. EBUSY when the CQ is full: the CQ then goes to
+    /// error and its owner gets IB_EVENT_CQ_ERR.
+    pub(crate) fn post(&self, cqe: &Cqe, solicited: bool) -> Result {
+        let Some(state) = self.state.as_ref() else {
+            return Err(EINVAL);
+        };
+        let mut inner = state.inner.lock();
+        if inner.error {
+            return Err(EBUSY);
+        }
+        let res = if state.user {
+            let mut wc: b::ib_uverbs_wc = pin_init::zeroed();
+            wc.wr_id = cqe.wr_id;
+            wc.status = cqe.status;
+            wc.opcode = cqe.opcode;
+            wc.byte_len = cqe.byte_len;
+            // SAFETY: writing a plain union member.
+            unsafe { *wc.ex.imm_data.as_mut() = cqe.ex };
+            wc.qp_num = cqe.qp_num;
+            wc.src_qp = cqe.src_qp;
+            wc.wc_flags = cqe.wc_flags;
+            wc.port_num = 1;
+            inner.queue.produce(as_bytes(&wc))
+        } else {
+            let mut wc: b::ib_wc = pin_init::zeroed();
+            // SAFETY: writing plain union members.
+            unsafe {
+                *wc.__bindgen_anon_1.wr_id.as_mut() = cqe.wr_id;
+                *wc.ex.imm_data.as_mut() = cqe.ex;
+            }
+            wc.status = cqe.status;
+            wc.opcode = cqe.opcode;
+            wc.byte_len = cqe.byte_len;
+            wc.qp = cqe.qp;
+            wc.src_qp = cqe.src_qp;
+            wc.wc_flags = cqe.wc_flags as c_int;
+            wc.port_num = 1;
+            inner.queue.produce(as_bytes(&wc))
+        };
+        if res.is_err() {
+            inner.error = true;
+            drop(inner);
+            // SAFETY: our live CQ.
+            unsafe { b::oxe_cq_event(self.ib(), b::ib_event_type_IB_EVENT_CQ_ERR) };
+            return Err(EBUSY);
+        }
+        let fire = inner.notify & b::ib_cq_notify_flags_IB_CQ_NEXT_COMP != 0
+            || (solicited && inner.notify & b::ib_cq_notify_flags_IB_CQ_SOLICITED != 0);
+        if fire {
+            inner.notify = 0;
+        }
+        drop(inner);
+        if fire {
+            // SAFETY: our live CQ; the handler takes its own locks.
+            unsafe { b::oxe_cq_comp_handler(self.ib()) };
+        }
+        Ok(())
+    }
+}
+
+fn as_bytes<T>(v: &T) -> &[u8] {
+    // SAFETY: any `T` is readable as its bytes; used for plain C structs.
+    unsafe { core::slice::from_raw_parts(ptr::from_ref(v).cast(), size_of::<T>()) }
+}
+
+/// # Safety
+///
+/// Called by the RDMA core with a zeroed CQ of `size_ib_cq` bytes.
+pub(crate) unsafe extern "C" fn create_cq(
+    ib: *mut b::ib_cq,
+    attr: *const b::ib_cq_init_attr,
+    attrs: *mut b::uverbs_attr_bundle,
+) -> c_int {
+    // SAFETY: per the function's contract.
+    match unsafe { create(ib, attr, attrs) } {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// As for [`create_cq`].
+unsafe fn create(
+    ib: *mut b::ib_cq,
+    attr: *const b::ib_cq_init_attr,
+    attrs: *mut b::uverbs_attr_bundle,
+) -> Result {
+    let cq = ib.cast::<OxeCq>();
+    // SAFETY: fresh zeroed memory of OxeCq's size: write without dropping.
+    unsafe { ptr::addr_of_mut!((*cq).state).write(None) };
+    // SAFETY: the core passes valid attributes; `attrs` is NULL for kernel CQs.
+    let (cqe, flags, udata) = unsafe {
+        let udata = b::oxe_attrs_udata(attrs);
+        ((*attr).cqe, (*attr).flags, udata)
+    };
+    if flags != 0 {
+        return Err(Error::from_errno(-(b::EOPNOTSUPP as c_int)));
+    }
+    if !(1..=params::MAX_CQE).contains(&cqe) {
+        return Err(EINVAL);
+    }
+    let user = !udata.is_null();
+    // SAFETY: `udata` is the command's udata when non-NULL.
+    if user && unsafe { (*udata).outlen } < size_of::<b::rxe_create_cq_resp>() {
+        return Err(EINVAL);
+    }
+    // rxe's `union rxe_cqe`: room for either view.
+    let queue = Queue::new(cqe, size_of::<b::ib_wc>().max(size_of::<b::ib_uverbs_wc>()))?;
+    let mut resp: b::rxe_create_cq_resp = pin_init::zeroed();
+    if user {
+        // SAFETY: user CQs come with a live ucontext and device.
+        let (uc, dev) = unsafe {
+            let uc = OxeUcontext::from_udata(udata).ok_or(EINVAL)?;
+            (uc, OxeDevice::from_ib((*ib).device))
+        };
+        resp.mi = uc.mmaps()?.offer(dev.mmap_offsets(), queue.buf())?;
+    }
+    // SAFETY: as above.
+    unsafe { (*ib).cqe = queue.capacity() as c_int };
+    let state = KBox::pin_init(
+        try_pin_init!(CqState {
+            inner <- kernel::new_spinlock!(CqInner { queue, notify: 0, error: false }),
+            user,
+        }? Error),
+        GFP_KERNEL,
+    )?;
+    // SAFETY: nobody else sees the CQ yet.
+    unsafe { (*cq).state = Some(state) };
+    if user {
+        queue::respond(udata, &resp)?;
+    }
+    Ok(())
+}
+
+/// # Safety
+///
+/// Called by the RDMA core once no QP uses the CQ.
+pub(crate) unsafe extern "C" fn destroy_cq(ib: *mut b::ib_cq, _udata: *mut b::ib_udata) -> c_int {
+    // SAFETY: our CQ; the core frees the memory after this returns.
+    drop(unsafe { (*ib.cast::<OxeCq>()).state.take() });
+    0
+}
+
+/// # Safety
+///
+/// Called by the RDMA core for a live CQ.
+pub(crate) unsafe extern "C" fn req_notify_cq(
+    ib: *mut b::ib_cq,
+    flags: b::ib_cq_notify_flags,
+) -> c_int {
+    // SAFETY: our live CQ.
+    let cq = unsafe { OxeCq::from_ib(ib) };
+    let Some(state) = cq.state.as_ref() else {
+        return EINVAL.to_errno();
+    };
+    let mut inner = state.inner.lock();
+    let want = flags & b::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK;
+    if inner.notify != b::ib_cq_notify_flags_IB_CQ_NEXT_COMP {
+        inner.notify = want;
+    }
+    if flags & b::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0
+        && inner.queue.produced_pending() > 0
+    {
+        return 1;
+    }
+    0
+}
+
+/// Kernel consumers' poll.
+///
+/// # Safety
+///
+/// Called by the RDMA core for a live kernel CQ with room for `n` entries.
+pub(crate) unsafe extern "C" fn poll_cq(ib: *mut b::ib_cq, n: c_int, wc: *mut b::ib_wc) -> c_int {
+    // SAFETY: our live CQ.
+    let cq = unsafe { OxeCq::from_ib(ib) };
+    let Some(state) = cq.state.as_ref() else {
+        return EINVAL.to_errno();
+    };
+    let mut inner = state.inner.lock();
+    let mut got = 0;
+    while got < n {
+        // SAFETY: `wc` has room for `n` entries.
+        let out = unsafe {
+            core::slice::from_raw_parts_mut(
+                wc.add(got as usize).cast::<u8>(),
+                size_of::<b::ib_wc>(),
+            )
+        };
+        if !inner.queue.pop_into(out) {
+            break;
+        }
+        got += 1;
+    }
+    got
+}

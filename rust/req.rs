@@ -1,0 +1,346 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The requester and the completer. Run from the QP's work item after a
+//! doorbell: each WQE is copied out of the shared SQ, its local SGEs are
+//! checked, it is cut into MTU-sized packets with PSNs and handed to the
+//! responder of the destination QP. The ACK, NAK (RNR, access, invalid
+//! request) or READ/atomic response completes the WQE.
+//!
+//! The transport below is loopback (both QPs on one device, as rdma_rxe's
+//! loopback); the RoCEv2 wire plugs in where `resp::receive` is called.
+
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+use crate::access;
+use crate::bindings as b;
+use crate::packet::{self, op, Kind, Nak};
+use crate::qp::{Attrs, Qp, SendSide, STATE_ERR, STATE_RTS};
+use crate::resp::{self, AtomicEth, Pkt, Reply, Reth};
+use crate::sgl::Sgl;
+use crate::wqe::{self, flags, wr, SendWqe};
+
+/// The work completion opcode of a send WQE opcode.
+pub(crate) fn wc_opcode(opcode: u32) -> u32 {
+    match opcode {
+        wr::RDMA_WRITE | wr::RDMA_WRITE_WITH_IMM => b::ib_wc_opcode_IB_WC_RDMA_WRITE,
+        wr::RDMA_READ => b::ib_wc_opcode_IB_WC_RDMA_READ,
+        wr::ATOMIC_CMP_AND_SWP => b::ib_wc_opcode_IB_WC_COMP_SWAP,
+        wr::ATOMIC_FETCH_AND_ADD => b::ib_wc_opcode_IB_WC_FETCH_ADD,
+        _ => b::ib_wc_opcode_IB_WC_SEND,
+    }
+}
+
+fn nak_status(nak: Nak) -> u32 {
+    match nak {
+        Nak::RemoteAccess => b::ib_wc_status_IB_WC_REM_ACCESS_ERR,
+        Nak::InvalidRequest => b::ib_wc_status_IB_WC_REM_INV_REQ_ERR,
+        Nak::RemoteOperational => b::ib_wc_status_IB_WC_REM_OP_ERR,
+        Nak::Rnr => b::ib_wc_status_IB_WC_RNR_RETRY_EXC_ERR,
+        Nak::Sequence => b::ib_wc_status_IB_WC_RETRY_EXC_ERR,
+    }
+}
+
+enum Outcome {
+    /// Completed with this status.
+    Done(u32),
+    /// Receiver not ready: try the WQE again later.
+    Rnr,
+}
+
+/// The work item: executes posted WQEs until the SQ is empty.
+pub(crate) fn run(qp: &Arc<Qp>) {
+    let mut sq = qp.sq.lock();
+    loop {
+        if qp.is_dead() {
+            return;
+        }
+        let attrs = qp.attrs();
+        if attrs.state == STATE_ERR {
+            qp.flush_sq(&mut sq);
+            return;
+        }
+        if attrs.state != STATE_RTS {
+            return;
+        }
+        let side = &mut *sq;
+        if !side.queue.peek_into(&mut side.wqe) {
+            return;
+        }
+        let Some(w) = SendWqe::parse(&side.wqe) else {
+            return;
+        };
+        match execute(qp, side, &attrs, &w) {
+            Outcome::Rnr => {
+                side.rnr_tries = side.rnr_tries.saturating_add(1);
+                // rnr_retry 7 means forever.
+                if attrs.rnr_retry != 7 && side.rnr_tries > attrs.rnr_retry {
+                    complete(qp, side, &w, b::ib_wc_status_IB_WC_RNR_RETRY_EXC_ERR);
+                    continue;
+                }
+                drop(sq);
+                // The RNR timer: let the receiver post buffers.
+                // SAFETY: process context (work item), no locks held.
+                unsafe { b::msleep(1) };
+                qp.schedule();
+                return;
+            }
+            Outcome::Done(status) => {
+                side.rnr_tries = 0;
+                complete(qp, side, &w, status);
+            }
+        }
+    }
+}
+
+fn complete(qp: &Qp, sq: &mut SendSide, w: &SendWqe, status: u32) {
+    let ok = status == b::ib_wc_status_IB_WC_SUCCESS;
+    if !ok || qp.sq_sig_all || w.send_flags & flags::SIGNALED != 0 {
+        let cqe = qp.cqe(w.wr_id, status, wc_opcode(w.opcode), w.length);
+        if qp.scq().post(&cqe, false).is_err() {
+            qp.set_error();
+        }
+    }
+    sq.queue.advance_consumer();
+    if !ok {
+        // Error completions move the QP to ERR; the rest is flushed.
+        qp.set_error();
+    }
+}
+
+/// Where the bytes of an outgoing message come from.
+enum Source {
+    Sgl(Sgl),
+    Inline(KVec<u8>),
+}
+
+impl Source {
+    fn gather(&self, off: u64, out: &mut [u8]) -> bool {
+        match self {
+            Source::Sgl(s) => s.gather(off, out),
+            Source::Inline(v) => {
+                let off = off as usize;
+                match v.get(off..off + out.len()) {
+                    Some(src) => {
+                        out.copy_from_slice(src);
+                        true
+                    }
+                    None => false,
+                }
+            }
+        }
+    }
+
+    fn total(&self) -> u64 {
+        match self {
+            Source::Sgl(s) => s.total,
+            Source::Inline(v) => v.len() as u64,
+        }
+    }
+}
+
+fn execute(qp: &Qp, sq: &mut SendSide, attrs: &Attrs, w: &SendWqe) -> Outcome {
+    let kind = match w.opcode {
+        wr::SEND => Kind::Send,
+        wr::SEND_WITH_IMM => Kind::SendImm,
+        wr::SEND_WITH_INV => Kind::SendInv,
+        wr::RDMA_WRITE => Kind::Write,
+        wr::RDMA_WRITE_WITH_IMM => Kind::WriteImm,
+        wr::RDMA_READ => return read(qp, sq, attrs, w),
+        wr::ATOMIC_CMP_AND_SWP | wr::ATOMIC_FETCH_AND_ADD => return atomic(qp, sq, attrs, w),
+        _ => return Outcome::Done(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR),
+    };
+    let src = if w.send_flags & flags::INLINE != 0 {
+        let n = w.length as usize;
+        if n > qp.max_inline as usize {
+            return Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
+        }
+        let Some(data) = sq
+            .wqe
+            .get(wqe::SEND_WQE_SGE_OFFSET..wqe::SEND_WQE_SGE_OFFSET + n)
+        else {
+            return Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
+        };
+        let mut v = KVec::new();
+        if v.extend_from_slice(data, GFP_KERNEL).is_err() {
+            return Outcome::Done(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
+        }
+        Source::Inline(v)
+    } else {
+        if w.num_sge > qp.max_send_sge {
+            return Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
+        }
+        match Sgl::build(
+            qp.dev(),
+            qp.pd,
+            &sq.wqe,
+            wqe::SEND_WQE_SGE_OFFSET,
+            w.num_sge,
+            0,
+        ) {
+            Ok(s) => Source::Sgl(s),
+            Err(status) => return Outcome::Done(status),
+        }
+    };
+    let total = src.total();
+    if total > u64::from(crate::params::PORT_MAX_MSG_SZ) {
+        return Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
+    }
+    let Some(dest) = qp.dev().state().and_then(|s| s.qps.get(attrs.dest_qpn)) else {
+        return Outcome::Done(b::ib_wc_status_IB_WC_RETRY_EXC_ERR);
+    };
+    let mtu = attrs.path_mtu;
+    let count = packet::packets(total, mtu);
+    let write = matches!(kind, Kind::Write | Kind::WriteImm);
+    for i in 0..count {
+        let off = u64::from(i) * u64::from(mtu);
+        let n = (total - off).min(u64::from(mtu)) as usize;
+        let Some(buf) = sq.payload.get_mut(..n) else {
+            return Outcome::Done(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
+        };
+        if !src.gather(off, buf) {
+            return Outcome::Done(b::ib_wc_status_IB_WC_LOC_PROT_ERR);
+        }
+        let last = i + 1 == count;
+        let pkt = Pkt {
+            opcode: packet::opcode(kind, i, count),
+            psn: packet::psn_add(sq.psn, i),
+            solicited: last && w.send_flags & flags::SOLICITED != 0,
+            payload: sq.payload.get(..n).unwrap_or(&[]),
+            reth: (write && i == 0).then_some(Reth {
+                va: w.remote_addr,
+                rkey: w.rkey,
+                len: total as u32,
+            }),
+            atomic: None,
+            ex: w.ex,
+        };
+        match resp::receive(&dest, &pkt, &mut |_| false) {
+            Reply::Ack | Reply::AtomicAck(_) => {}
+            // Only the first packet of a message can meet an empty RQ.
+            Reply::Nak(Nak::Rnr) if i == 0 => return Outcome::Rnr,
+            Reply::Nak(nak) => return Outcome::Done(nak_status(nak)),
+            Reply::Drop => return Outcome::Done(b::ib_wc_status_IB_WC_RETRY_EXC_ERR),
+        }
+    }
+    sq.psn = packet::psn_add(sq.psn, count);
+    Outcome::Done(b::ib_wc_status_IB_WC_SUCCESS)
+}
+
+fn read(qp: &Qp, sq: &mut SendSide, attrs: &Attrs, w: &SendWqe) -> Outcome {
+    if w.num_sge > qp.max_send_sge {
+        return Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
+    }
+    let sgl = match Sgl::build(
+        qp.dev(),
+        qp.pd,
+        &sq.wqe,
+        wqe::SEND_WQE_SGE_OFFSET,
+        w.num_sge,
+        access::LOCAL_WRITE,
+    ) {
+        Ok(s) => s,
+        Err(status) => return Outcome::Done(status),
+    };
+    let Some(dest) = qp.dev().state().and_then(|s| s.qps.get(attrs.dest_qpn)) else {
+        return Outcome::Done(b::ib_wc_status_IB_WC_RETRY_EXC_ERR);
+    };
+    let total = sgl.total;
+    let count = packet::packets(total, attrs.path_mtu);
+    let pkt = Pkt {
+        opcode: op::READ_REQUEST,
+        psn: sq.psn,
+        solicited: false,
+        payload: &[],
+        reth: Some(Reth {
+            va: w.remote_addr,
+            rkey: w.rkey,
+            len: total as u32,
+        }),
+        atomic: None,
+        ex: 0,
+    };
+    // The completer side of READ: responses arrive in order and land in
+    // the local SGEs.
+    let mut received = 0u64;
+    let mut expect = sq.psn;
+    let mut bad = false;
+    let mut sink = |r: &Pkt<'_>| {
+        if r.psn != expect || !sgl.scatter(received, r.payload) {
+            bad = true;
+            return false;
+        }
+        received += r.payload.len() as u64;
+        expect = packet::psn_add(expect, 1);
+        true
+    };
+    let reply = resp::receive(&dest, &pkt, &mut sink);
+    match reply {
+        Reply::Ack if !bad && received == total => {
+            sq.psn = packet::psn_add(sq.psn, count);
+            Outcome::Done(b::ib_wc_status_IB_WC_SUCCESS)
+        }
+        Reply::Ack | Reply::AtomicAck(_) => Outcome::Done(b::ib_wc_status_IB_WC_LOC_PROT_ERR),
+        Reply::Nak(Nak::Rnr) => Outcome::Rnr,
+        Reply::Nak(nak) => Outcome::Done(nak_status(nak)),
+        Reply::Drop if bad => Outcome::Done(b::ib_wc_status_IB_WC_LOC_PROT_ERR),
+        Reply::Drop => Outcome::Done(b::ib_wc_status_IB_WC_RETRY_EXC_ERR),
+    }
+}
+
+fn atomic(qp: &Qp, sq: &mut SendSide, attrs: &Attrs, w: &SendWqe) -> Outcome {
+    if w.num_sge != 1 {
+        return Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
+    }
+    let sgl = match Sgl::build(
+        qp.dev(),
+        qp.pd,
+        &sq.wqe,
+        wqe::SEND_WQE_SGE_OFFSET,
+        1,
+        access::LOCAL_WRITE,
+    ) {
+        Ok(s) => s,
+        Err(status) => return Outcome::Done(status),
+    };
+    let Some((mr, addr, len)) = sgl.first() else {
+        return Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
+    };
+    if len < 8 {
+        return Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
+    }
+    let Some(dest) = qp.dev().state().and_then(|s| s.qps.get(attrs.dest_qpn)) else {
+        return Outcome::Done(b::ib_wc_status_IB_WC_RETRY_EXC_ERR);
+    };
+    let pkt = Pkt {
+        opcode: if w.opcode == wr::ATOMIC_CMP_AND_SWP {
+            op::COMPARE_SWAP
+        } else {
+            op::FETCH_ADD
+        },
+        psn: sq.psn,
+        solicited: false,
+        payload: &[],
+        reth: None,
+        atomic: Some(AtomicEth {
+            va: w.remote_addr,
+            rkey: w.rkey,
+            swap: w.swap,
+            compare_add: w.compare_add,
+        }),
+        ex: 0,
+    };
+    match resp::receive(&dest, &pkt, &mut |_| false) {
+        Reply::AtomicAck(orig) => {
+            if !mr.write(addr, &orig.to_ne_bytes()) {
+                return Outcome::Done(b::ib_wc_status_IB_WC_LOC_PROT_ERR);
+            }
+            sq.psn = packet::psn_add(sq.psn, 1);
+            Outcome::Done(b::ib_wc_status_IB_WC_SUCCESS)
+        }
+        Reply::Ack => Outcome::Done(b::ib_wc_status_IB_WC_BAD_RESP_ERR),
+        Reply::Nak(Nak::Rnr) => Outcome::Rnr,
+        Reply::Nak(nak) => Outcome::Done(nak_status(nak)),
+        Reply::Drop => Outcome::Done(b::ib_wc_status_IB_WC_RETRY_EXC_ERR),
+    }
+}
