@@ -278,10 +278,11 @@ impl MrRef {
         if f.len != 8 || f.offset % 8 != 0 {
             return None;
         }
-        // SAFETY: an aligned u64 inside the mapped page; other CPUs and the
-        // user may access it concurrently, hence atomic operations.
         Some(with_page(f.pfn, |p| {
-            op(unsafe { Atomic::from_ptr(p.add(f.offset as usize).cast()) })
+            // SAFETY: an aligned u64 inside the mapped page; other CPUs and
+            // the user may access it concurrently, hence atomic operations.
+            let x = unsafe { Atomic::from_ptr(p.add(f.offset as usize).cast()) };
+            op(x)
         }))
     }
 }

@@ -148,7 +148,10 @@ impl Qp {
     /// Runs the requester soon.
     pub(crate) fn schedule(self: &Arc<Self>) {
         if !self.is_dead() {
-            let _ = workqueue::system_unbound().enqueue(self.clone());
+            // SAFETY: system_dfl_wq (the unbound system workqueue) lives as
+            // long as the kernel.
+            let wq = unsafe { workqueue::Queue::from_raw(b::system_dfl_wq) };
+            let _ = wq.enqueue(self.clone());
         }
     }
 
@@ -324,12 +327,13 @@ unsafe fn create(
         return Err(eopnotsupp);
     }
     let user = !udata.is_null();
-    // SAFETY: the command's udata.
-    if user
-        && (unsafe { (*udata).inlen } != 0
-            || unsafe { (*udata).outlen } < size_of::<b::rxe_create_qp_resp>())
-    {
-        return Err(EINVAL);
+    if user {
+        // SAFETY: the command's udata.
+        let (inlen, outlen) = unsafe { ((*udata).inlen, (*udata).outlen) };
+        // librxe sends no request data; the response carries both mminfos.
+        if inlen != 0 || outlen < size_of::<b::rxe_create_qp_resp>() {
+            return Err(EINVAL);
+        }
     }
     let c = &mut a.cap;
     if c.max_send_wr == 0
@@ -843,12 +847,8 @@ pub(crate) unsafe extern "C" fn post_recv(
             let mut buf = KVec::new();
             buf.resize(rq.queue.elem_size(), 0, GFP_KERNEL)?;
             // SAFETY: plain union read of the WR id.
-            wqe::write_recv(
-                &mut buf,
-                unsafe { *w.__bindgen_anon_1.wr_id.as_ref() },
-                &sges,
-            )
-            .ok_or(EINVAL)?;
+            let wr_id = unsafe { *w.__bindgen_anon_1.wr_id.as_ref() };
+            wqe::write_recv(&mut buf, wr_id, &sges).ok_or(EINVAL)?;
             rq.queue.push_shared(&buf)
         })();
         if let Err(e) = res {
