@@ -95,13 +95,15 @@ pub(crate) fn run(qp: &Arc<Qp>) {
 
 fn complete(qp: &Qp, sq: &mut SendSide, w: &SendWqe, status: u32) {
     let ok = status == b::ib_wc_status_IB_WC_SUCCESS;
+    // Free the slot before the CQE is visible: a user with a one-deep SQ
+    // posts again as soon as it polls the completion.
+    sq.queue.advance_consumer();
     if !ok || qp.sq_sig_all || w.send_flags & flags::SIGNALED != 0 {
         let cqe = qp.cqe(w.wr_id, status, wc_opcode(w.opcode), w.length);
         if qp.scq().post(&cqe, false).is_err() {
             qp.set_error();
         }
     }
-    sq.queue.advance_consumer();
     if !ok {
         // Error completions move the QP to ERR; the rest is flushed.
         qp.set_error();

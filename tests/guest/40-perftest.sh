@@ -1,0 +1,57 @@
+#!/bin/sh
+# perftest on oxe0, client and server in one guest: the seven tests with
+# default options, each with -a (all sizes 2 B .. 8 MiB; few iterations per
+# size to bound the time under TCG; perftest refuses -a for atomics, which
+# run with -A CMP_AND_SWAP instead), and ib_send_bw and ib_send_lat with -e
+# (completion events; perftest offers -e only for SEND).
+. "$(dirname "$0")/../lib.sh"
+
+TESTS="ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat"
+ktap_print_header
+ktap_set_plan 16
+oxe_load && rdma link add oxe0 type oxe netdev eth0 || ktap_exit_fail_msg "no oxe0"
+port=18515
+
+# run_pair NAME ARGS...: server and client with the same arguments; both exit 0.
+run_pair() {
+	name=$1; shift
+	port=$((port + 1))
+	log=/tmp/pt-$port
+	timeout 300 "$@" -d oxe0 -p $port >"$log.srv" 2>&1 &
+	srv=$!
+	# Start the client once the server listens.
+	i=0
+	while ! ss -ltn | grep -q ":$port "; do
+		i=$((i + 1))
+		[ $i -lt 100 ] && kill -0 $srv 2>/dev/null || break
+		sleep 0.1
+	done
+	ok=1
+	timeout 300 "$@" -d oxe0 -p $port 10.77.0.1 >"$log.cli" 2>&1 || ok=0
+	wait $srv || ok=0
+	grep -E '^ +[0-9]+ +[0-9]+ ' "$log.cli" | tail -1 | sed 's/^/# /'
+	if [ $ok = 1 ]; then
+		ktap_test_pass "$name"
+	else
+		sed 's/^/# srv: /' "$log.srv" | tail -5
+		sed 's/^/# cli: /' "$log.cli" | tail -5
+		ktap_test_fail "$name"
+	fi
+}
+
+for t in $TESTS; do
+	run_pair "$t" $t
+done
+for t in $TESTS; do
+	case $t in
+	ib_atomic_bw) run_pair "$t -A CMP_AND_SWAP (perftest has no -a for atomics)" $t -A CMP_AND_SWAP ;;
+	*lat) run_pair "$t -a" $t -a -n 20 ;;
+	*) run_pair "$t -a" $t -a -n 10 ;;
+	esac
+done
+run_pair "ib_send_bw -e" ib_send_bw -e
+run_pair "ib_send_lat -e" ib_send_lat -e
+
+rdma link delete oxe0
+oxe_unload
+ktap_finished
