@@ -4,7 +4,7 @@
 KDIR ?= $(shell $(CURDIR)/scripts/build-kernel.sh)
 export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
 
-.PHONY: all modules kdir clean rust-analyzer host-test check fmt test run bench-mr tests
+.PHONY: all modules kdir clean rust-analyzer host-test check fmt test run bench-mr bench-perftest tests
 
 KSRC = $(shell readlink -f $(KDIR)/source)
 TEST_CFLAGS = -O2 -g -Wall -I$(KSRC)/tools/testing/selftests -I$(KSRC)
@@ -51,6 +51,10 @@ test:
 # reg+dereg cost on oxe and on rdma_rxe (separate boots, alternating).
 bench-mr:
 	scripts/bench-mr.sh
+
+# The seven perftests on oxe and on rdma_rxe (separate boots, alternating).
+bench-perftest:
+	scripts/bench-perftest.sh
 
 # Build, boot, create oxe0 and show it.
 run:

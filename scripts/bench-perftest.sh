@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# make bench-perftest: the seven perftests (defaults, loopback on one device)
+# on oxe, then on rdma_rxe in a separate boot of the same kernel, alternating
+# for ROUNDS rounds (best of rounds). Prints each result and oxe/rxe.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+rounds=${ROUNDS:-2}
+"$OXE_ROOT/scripts/setup.sh"
+kdir=$("$OXE_ROOT/scripts/build-kernel.sh")
+KDIR=$kdir "$OXE_ROOT/scripts/build-module.sh" >/dev/null
+out=$(mktemp -d /tmp/oxe-bench.XXXXXX)
+for r in $(seq 1 "$rounds"); do
+	for flavour in oxe rxe; do
+		log "round $r: $flavour"
+		flag=()
+		[[ $flavour == rxe ]] && flag=(-r)
+		"$OXE_ROOT/qemu/run-vm.sh" "${flag[@]}" -k "$kdir" -o "$out/$flavour-$r" -- \
+			scripts/guest-bench.sh tests/perftest_bench.sh >/dev/null
+		cp "$out/$flavour-$r/bench.txt" "$out/$flavour-$r.txt"
+	done
+done
+python3 - "$out" "$rounds" <<'PY'
+import sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+best, unit = {}, {}
+for flavour in ("oxe", "rxe"):
+    for r in range(1, rounds + 1):
+        for line in open(f"{out}/{flavour}-{r}.txt"):
+            f = line.split()
+            if len(f) < 4 or f[0] != "pt":
+                continue
+            v, lower_is_better = float(f[2]), f[3] == "us"
+            unit[f[1]] = f[3]
+            k = (f[1], flavour)
+            if v > 0:
+                cur = best.get(k)
+                best[k] = v if cur is None else (min(cur, v) if lower_is_better else max(cur, v))
+print(f"perftest defaults, loopback on one device, best of {rounds} alternating boots (TCG guest)")
+print(f"{'test':14} {'oxe':>10} {'rxe':>10} {'unit':>5} {'oxe/rxe':>8}")
+for t in ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw", "ib_write_lat", "ib_read_lat", "ib_send_lat"):
+    o, x = best.get((t, "oxe")), best.get((t, "rxe"))
+    ratio = f"{o / x:.2f}" if o and x else "-"
+    print(f"{t:14} {o or 0:10.3f} {x or 0:10.3f} {unit.get(t, ''):>5} {ratio:>8}")
+PY
+echo "raw results in $out"
