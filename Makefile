@@ -8,21 +8,24 @@ export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
 
 KSRC = $(shell readlink -f $(KDIR)/source)
 TEST_CFLAGS = -O2 -g -Wall -I$(KSRC)/tools/testing/selftests -I$(KSRC)
-TEST_PROGS = tests/bin/mr_test tests/bin/mr_bench tests/bin/dp_test
+TEST_PROGS = tests/bin/mr_test tests/bin/mr_bench tests/bin/dp_test tests/bin/fault_test tests/bin/holder
 
 all: modules
 
+# LLVM=-19 for kernels built with it (the debug flavour).
+KFLAGS = $(shell cat $(KDIR)/.oxe-make-flags 2>/dev/null)
+
 modules:
-	$(MAKE) -C $(KDIR) M=$(CURDIR) modules
+	$(MAKE) -C $(KDIR) M=$(CURDIR) $(KFLAGS) modules
 
 kdir:
 	@echo $(KDIR)
 
 rust-analyzer:
-	$(MAKE) -C $(KDIR) M=$(CURDIR) rust-analyzer
+	$(MAKE) -C $(KDIR) M=$(CURDIR) $(KFLAGS) rust-analyzer
 
 clean:
-	$(MAKE) -C $(KDIR) M=$(CURDIR) clean
+	$(MAKE) -C $(KDIR) M=$(CURDIR) $(KFLAGS) clean
 	rm -rf rust/bindings_generated.rs tests/bin
 
 # In-guest test programs, against the stock libibverbs.

@@ -229,6 +229,7 @@ unsafe fn init_and_register(ib: *mut b::ib_device, name: &CStr, ndev: *mut b::ne
         ops.post_recv = Some(qp::post_recv);
         ops.size_ib_qp = size_of::<OxeQp>();
         ops.mmap = Some(mmap);
+        ops.disassociate_ucontext = Some(disassociate_ucontext);
         // The doorbell and completion events go through these commands.
         dev.uverbs_cmd_mask |= (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
             | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
@@ -436,6 +437,16 @@ unsafe extern "C" fn dealloc_ucontext(ib: *mut b::ib_ucontext) {
     // SAFETY: our ucontext, last use.
     drop(unsafe { (*ib.cast::<OxeUcontext>()).mmaps.take() });
 }
+
+/// Lets the core remove the device (rmmod, `rdma link delete`, netdev gone)
+/// while processes still hold it: the core then destroys their objects, so
+/// every MR is unpinned and every QP's work is flushed. Nothing more to do
+/// here: the rings they mmapped stay valid memory until they unmap them.
+///
+/// # Safety
+///
+/// Called by the core with a live ucontext.
+unsafe extern "C" fn disassociate_ucontext(_ib: *mut b::ib_ucontext) {}
 
 /// # Safety
 ///

@@ -14,7 +14,7 @@ use core::ptr::{self, NonNull};
 use kernel::ffi::{c_int, c_void};
 use kernel::prelude::*;
 use kernel::sync::atomic::{ordering, Atomic};
-use kernel::sync::{Arc, ArcBorrow, Mutex};
+use kernel::sync::{Arc, Mutex};
 
 use crate::bindings as b;
 
@@ -266,44 +266,14 @@ impl Mmaps {
                 .ok_or(EINVAL)?;
             pending.remove(i).map_err(|_| EINVAL)?.buf
         };
+        // The mapping holds its own references on the pages
+        // (vm_insert_page), so they outlive the ring's vfree until user
+        // space unmaps them. No vm_ops of ours: the core's stay, and nothing
+        // of this module is called after it is unloaded (rmmod with
+        // processes still holding the device).
         // SAFETY: `buf` is vmalloc_user memory at least `len` bytes long.
-        kernel::error::to_result(unsafe { b::oxe_remap_vmalloc(vma, buf.ptr.as_ptr().cast()) })?;
-        // The VMA keeps the buffer alive until it is unmapped.
-        // SAFETY: the VMA is ours to set up; ops are static.
-        unsafe {
-            (*vma).vm_ops = &VM_OPS.0;
-            (*vma).vm_private_data = buf.into_raw().cast_mut().cast();
-        }
-        Ok(())
+        kernel::error::to_result(unsafe { b::oxe_remap_vmalloc(vma, buf.ptr.as_ptr().cast()) })
     }
-}
-
-struct VmOps(b::vm_operations_struct);
-// SAFETY: immutable function table.
-unsafe impl Sync for VmOps {}
-
-static VM_OPS: VmOps = VmOps(b::vm_operations_struct {
-    open: Some(vma_open),
-    close: Some(vma_close),
-    // SAFETY: all-zero is a valid (empty) vm_operations_struct.
-    ..unsafe { core::mem::zeroed() }
-});
-
-/// # Safety
-///
-/// Called by the mm for a copy of one of our VMAs.
-unsafe extern "C" fn vma_open(vma: *mut b::vm_area_struct) {
-    // SAFETY: `vm_private_data` holds a reference from `Mmaps::mmap`.
-    let buf = unsafe { ArcBorrow::<SharedBuf>::from_raw((*vma).vm_private_data.cast()) };
-    core::mem::forget(Arc::from(buf));
-}
-
-/// # Safety
-///
-/// Called by the mm when one of our VMAs goes away.
-unsafe extern "C" fn vma_close(vma: *mut b::vm_area_struct) {
-    // SAFETY: drops the reference this VMA held.
-    drop(unsafe { Arc::<SharedBuf>::from_raw((*vma).vm_private_data.cast()) });
 }
 
 /// Copies `resp` into the response part of `udata`.

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the guest kernel into $OXE_CACHE, keyed by kernel version, flavour and
 # the hash of the config fragment(s) and toolchain. Prints the build directory.
-# Usage: build-kernel.sh [plain]
+# Usage: build-kernel.sh [plain|debug]
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -11,8 +11,11 @@ frags=("$OXE_ROOT/qemu/oxe.config")
 for f in "${frags[@]}"; do [[ -f $f ]] || die "no config fragment $f"; done
 
 src=$(kernel_src)
+# Rust with KASAN needs clang: the debug flavour is an LLVM build.
+make_flags=()
+[[ $flavour == plain ]] || make_flags=(LLVM=-19)
 key=$( { cat "${frags[@]}"; cat "$src/.oxe-deb"; gcc --version | head -1; rustc --version;
-	 bindgen --version; } | sha256sum | cut -c1-12)
+	 bindgen --version; ((${#make_flags[@]} == 0)) || echo "${make_flags[*]}"; } | sha256sum | cut -c1-12)
 out="$OXE_CACHE/build/$KVER_MAJOR-$flavour-$key"
 
 if [[ -f $out/.oxe-built ]]; then
@@ -36,7 +39,7 @@ rm -rf "$out"
 mkdir -p "$out"
 log "configuring $flavour kernel in $out"
 cat "${frags[@]}" >"$out/fragment.config"
-make -s -C "$src" O="$out" KCONFIG_ALLCONFIG="$out/fragment.config" allnoconfig >&2
+make -s -C "$src" O="$out" "${make_flags[@]}" KCONFIG_ALLCONFIG="$out/fragment.config" allnoconfig >&2
 # Every symbol the fragment asks for must have survived Kconfig's dependencies.
 bad=0
 while IFS= read -r line; do
@@ -50,7 +53,7 @@ done <"$out/fragment.config"
 
 log "building (takes ~10-15 min cold on 2 cores; log: $out/build.log)"
 start=$SECONDS
-make -C "$src" O="$out" -j"$(nproc)" bzImage modules >"$out/build.log" 2>&1 &
+make -C "$src" O="$out" "${make_flags[@]}" -j"$(nproc)" bzImage modules >"$out/build.log" 2>&1 &
 pid=$!
 while kill -0 "$pid" 2>/dev/null; do
 	sleep 30
@@ -61,7 +64,9 @@ if ! wait "$pid"; then
 	die "kernel build failed"
 fi
 # The reference drivers, where the guest can insmod them by path.
-make -s -C "$src" O="$out" INSTALL_MOD_PATH="$out/modroot" modules_install >&2
+make -s -C "$src" O="$out" "${make_flags[@]}" INSTALL_MOD_PATH="$out/modroot" modules_install >&2
+# External modules must be built with the same toolchain flags.
+echo "${make_flags[*]}" >"$out/.oxe-make-flags"
 log "kernel built in $((SECONDS - start)) s"
 touch "$out/.oxe-built"
 # Older builds of this flavour are stale now.

@@ -6,6 +6,18 @@ set -euo pipefail
 kdir=${KDIR:-$("$OXE_ROOT/scripts/build-kernel.sh")}
 extra=()
 [[ ${1:-} == --clippy ]] && extra=(CLIPPY=1)
+# The kernel's own toolchain flags (LLVM=-19 for the debug flavour).
+if [[ -s $kdir/.oxe-make-flags ]]; then
+	read -ra flags <"$kdir/.oxe-make-flags"
+	extra+=("${flags[@]}")
+fi
+# Objects built for another kernel must not be reused.
+stamp="$OXE_ROOT/.oxe-kdir"
+if [[ $(cat "$stamp" 2>/dev/null) != "$kdir" ]]; then
+	make -s -C "$kdir" M="$OXE_ROOT" "${extra[@]}" clean >/dev/null 2>&1 || true
+	rm -f "$OXE_ROOT/rust/bindings_generated.rs"
+	echo "$kdir" >"$stamp"
+fi
 log=$(mktemp)
 # The crate is rebuilt as a whole; a stale object would skip clippy.
 rm -f "$OXE_ROOT/rust/oxe.o"

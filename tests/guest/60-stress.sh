@@ -1,0 +1,76 @@
+#!/bin/sh
+# Stress, bounded in time: QP/CQ churn, kill -9 in the middle of traffic,
+# netdev down and up under traffic, `rdma link delete` under traffic, and
+# rmmod while processes hold the device (they are disassociated: their
+# objects are destroyed and their pins released). Each case ends with
+# nothing pinned.
+. "$(dirname "$0")/../lib.sh"
+
+ktap_print_header
+ktap_set_plan 6
+pins() { awk '/^nr_foll_pin_acquired/{a=$2} /^nr_foll_pin_released/{r=$2} END{print a-r}' /proc/vmstat; }
+vmpin() { awk '/^VmPin/{print $2}' /proc/$1/status 2>/dev/null; }
+H=tests/bin/holder
+base=$(pins)
+settled() { [ $(($(pins) - base)) -lt 64 ]; }
+
+# start_holder MODE SECONDS: runs in the background, waits for "ready".
+start_holder() {
+	f=$(mktemp)
+	OXE_DEV=oxe0 $H "$1" "$2" >"$f" 2>&1 &
+	hpid=$!
+	i=0
+	while ! grep -q ready "$f" && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+	grep -q ready "$f"
+}
+
+up() { oxe_load && rdma link add oxe0 type oxe netdev eth0; }
+up || ktap_exit_fail_msg "no oxe0"
+
+# QP/CQ churn by 4 processes.
+for i in 1 2 3 4; do OXE_DEV=oxe0 $H churn 5 >/tmp/churn$i 2>&1 & done
+wait
+check "QP/CQ create/destroy churn, 4 processes" sh -c 'grep -h done /tmp/churn* | awk "{e+=\$3; o+=\$2} END{print \"# churn ops\", o, \"errors\", e; exit e != 0 || o == 0}"'
+
+# kill -9 of processes in the middle of traffic.
+ok=true
+for i in 1 2 3; do
+	start_holder traffic 60 || ok=false
+	sleep 0.5
+	kill -9 $hpid; wait $hpid 2>/dev/null
+done
+check "kill -9 in the middle of traffic releases every pin" sh -c "$ok && $(wait_for 10 settled && echo true || echo false)"
+
+# netdev down and up under traffic: no crash; traffic goes on or ends cleanly.
+start_holder traffic 4 && {
+	ip link set eth0 down; sleep 0.5; ip link set eth0 up
+	wait $hpid
+}
+check "netdev down and up under traffic" grep -q done "$f"
+
+# rdma link delete under traffic: the holder is disassociated.
+start_holder traffic 60
+p=$(vmpin $hpid)
+t0=$(date +%s)
+rdma link delete oxe0
+t1=$(date +%s)
+after=$(vmpin $hpid)
+echo "# holder VmPin ${p} kB before link delete, ${after} kB after; delete took $((t1 - t0)) s"
+check "rdma link delete under traffic disassociates the holder" sh -c "[ '$after' = 0 ] && [ $((t1 - t0)) -lt 20 ] && ! [ -e $IBDIR/oxe0 ]"
+kill -9 $hpid 2>/dev/null; wait $hpid 2>/dev/null
+
+# rmmod while two processes hold the device.
+rdma link add oxe0 type oxe netdev eth0
+start_holder traffic 60; h1=$hpid
+start_holder churn 60; h2=$hpid
+t0=$(date +%s)
+modprobe -r rdma_oxe
+rc=$?
+t1=$(date +%s)
+echo "# rmmod rc $rc in $((t1 - t0)) s; holder VmPin $(vmpin $h1) kB"
+check "rmmod while processes hold the device" sh -c "[ $rc = 0 ] && ! [ -d /sys/module/rdma_oxe ] && [ '$(vmpin $h1)' = 0 ]"
+kill -9 $h1 $h2 2>/dev/null; wait 2>/dev/null
+
+check "system-wide pins back to baseline" wait_for 10 settled
+oxe_unload
+ktap_finished
