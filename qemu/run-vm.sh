@@ -9,7 +9,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../scripts/lib.sh"
 
-kdir="" out="" mem=4G timeout_s=1800 flavour=oxe
+kdir="" out="" mem=4G timeout_s=1800 flavour=oxe extra_append=${OXE_APPEND:-}
 while getopts "k:o:m:t:r" opt; do
 	case $opt in
 	k) kdir=$OPTARG ;; o) out=$OPTARG ;; m) mem=$OPTARG ;; t) timeout_s=$OPTARG ;;
@@ -45,7 +45,7 @@ qemu_args=(
 	-device virtio-9p-pci,fsdev=out,mount_tag=oxeout
 	-netdev hubport,id=n0,hubid=0
 	-device virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56
-	-append "console=ttyS0 root=/dev/root rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=512000,cache=loose ro panic=-1 init=$OXE_ROOT/qemu/guest-init.sh OXE_ROOT=$OXE_ROOT OXE_KDIR=$kdir OXE_FLAVOUR=$flavour"
+	-append "console=ttyS0 root=/dev/root rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=512000,cache=loose ro panic=-1 init=$OXE_ROOT/qemu/guest-init.sh OXE_ROOT=$OXE_ROOT OXE_KDIR=$kdir OXE_FLAVOUR=$flavour $extra_append"
 )
 
 set +e

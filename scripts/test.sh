@@ -4,6 +4,7 @@
 # exits non-zero on any failure.
 #   scripts/test.sh                 everything
 #   scripts/test.sh 10-device       only tests/guest/10-device.sh in the guest
+#   OXE_FLAVOUR=plain scripts/test.sh   on the plain kernel (quicker)
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -42,9 +43,12 @@ else
 	result fail "host crate clippy clean"
 fi
 
-kdir=$("$OXE_ROOT/scripts/build-kernel.sh") || { result fail "kernel build"; finish; }
-result ok "kernel build ($kdir)"
-if "$OXE_ROOT/scripts/build-module.sh" --clippy >/dev/null; then
+# The guest suites run on the debug flavour (KASAN, lockdep, kmemleak, debug
+# objects, fault injection, Rust assertions); benchmarks use the plain one.
+flavour=${OXE_FLAVOUR:-debug}
+kdir=$("$OXE_ROOT/scripts/build-kernel.sh" "$flavour") || { result fail "$flavour kernel build"; finish; }
+result ok "$flavour kernel build ($kdir)"
+if KDIR=$kdir "$OXE_ROOT/scripts/build-module.sh" --clippy >/dev/null; then
 	result ok "rdma_oxe.ko builds, clippy and warning clean"
 else
 	result fail "rdma_oxe.ko builds, clippy and warning clean"
@@ -58,7 +62,7 @@ else
 fi
 
 out_dir=$(mktemp -d /tmp/oxe-test.XXXXXX)
-"$OXE_ROOT/qemu/run-vm.sh" -k "$kdir" -o "$out_dir" -- tests/guest-run.sh "$@"
+"$OXE_ROOT/qemu/run-vm.sh" -k "$kdir" -o "$out_dir" -t 3600 -- tests/guest-run.sh "$@"
 vm_rc=$?
 cat "$out_dir/console.log" | grep -vE '^(ok|not ok) |^#|^TAP|^1\.\.' >"$out_dir/console-kernel.log" || true
 for f in "$out_dir"/ktap/*.ktap; do

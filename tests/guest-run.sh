@@ -4,6 +4,9 @@
 cd "$(dirname "$0")/.." || exit 1
 mkdir -p "$OXE_OUT/ktap"
 rc=0
+KML=/sys/kernel/debug/kmemleak
+# Only what the suite allocates counts: forget what boot left behind.
+[ -w $KML ] && echo clear >$KML
 tests=${*:-$(ls tests/guest/*.sh)}
 for t in $tests; do
 	name=$(basename "$t" .sh)
@@ -18,5 +21,17 @@ for t in $tests; do
 		modprobe -r rdma_oxe rdma_rxe 2>/dev/null
 	fi
 done
+# The debug flavour: a kmemleak scan after the whole suite. Two scans, as
+# kmemleak reports an object only once it looked unreferenced twice.
+if [ -w $KML ]; then
+	echo scan >$KML; sleep 6; echo scan >$KML
+	cat $KML >"$OXE_OUT/kmemleak.txt"
+	n=$(grep -c '^unreferenced object' "$OXE_OUT/kmemleak.txt")
+	{
+		echo "TAP version 13"; echo "1..1"
+		head -40 "$OXE_OUT/kmemleak.txt" | sed 's/^/# /'
+		if [ "$n" = 0 ]; then echo "ok 1 kmemleak: nothing leaked"; else echo "not ok 1 kmemleak: $n unreferenced objects"; fi
+	} | tee "$OXE_OUT/ktap/99-kmemleak.ktap"
+fi
 dmesg >"$OXE_OUT/dmesg.txt"
 exit $rc

@@ -1,0 +1,33 @@
+#!/bin/sh
+# The verbs fuzzer (tests/fuzz_verbs.c): two fixed seeds and one fresh one,
+# each printed so a failure can be replayed with `fuzz_verbs SEED ITERATIONS`.
+. "$(dirname "$0")/../lib.sh"
+
+ITER=${OXE_FUZZ_ITERATIONS:-3000}
+pins() { awk '/^nr_foll_pin_acquired/{a=$2} /^nr_foll_pin_released/{r=$2} END{print a-r}' /proc/vmstat; }
+before=$(pins)
+oxe_load && rdma link add oxe0 type oxe netdev eth0 || { ktap_print_header; ktap_exit_fail_msg "no oxe0"; }
+rc=0
+n=0
+for seed in 1 20261130 $(od -An -N4 -tu4 /dev/urandom); do
+	n=$((n + 1))
+	out=$(OXE_DEV=oxe0 timeout 600 tests/bin/fuzz_verbs "$seed" "$ITER")
+	r=$?
+	echo "$out" | grep '^#'
+	if [ $r = 0 ]; then
+		echo "ok $n fuzz seed $seed, $ITER calls"
+	else
+		echo "not ok $n fuzz seed $seed, $ITER calls (exit $r; replay: fuzz_verbs $seed $ITER)"
+		rc=1
+	fi
+done
+rdma link delete oxe0
+oxe_unload
+after=$(pins)
+if [ $((after - before)) -lt 64 ]; then
+	echo "ok 4 fuzz: system-wide pins back to baseline"
+else
+	echo "not ok 4 fuzz: system-wide pins back to baseline ($before -> $after)"
+	rc=1
+fi
+exit $rc
