@@ -35,8 +35,8 @@ bzimage="$kdir/arch/x86/boot/bzImage"
 
 # hubport: the NIC has carrier but nothing at all on the other side.
 qemu_args=(
-	-accel tcg,thread=multi -cpu max -smp 2 -m "$mem"
-	-display none -monitor none -no-reboot
+	-accel tcg,thread=multi -cpu max -smp "${OXE_SMP:-2}" -m "$mem"
+	-display none -no-reboot
 	-serial "file:$out/console.log"
 	-kernel "$bzimage"
 	-fsdev "local,id=root,path=/,security_model=none,readonly=on,multidevs=remap"
@@ -45,9 +45,14 @@ qemu_args=(
 	-device virtio-9p-pci,fsdev=out,mount_tag=oxeout
 	-netdev hubport,id=n0,hubid=0
 	-device virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56
-	-append "console=ttyS0 root=/dev/root rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=512000,cache=loose ro panic=-1 init=$OXE_ROOT/qemu/guest-init.sh OXE_ROOT=$OXE_ROOT OXE_KDIR=$kdir OXE_FLAVOUR=$flavour $extra_append"
+	-append "console=ttyS0 root=/dev/root rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=${OXE_MSIZE:-512000},cache=loose ro panic=-1 init=$OXE_ROOT/qemu/guest-init.sh OXE_ROOT=$OXE_ROOT OXE_KDIR=$kdir OXE_FLAVOUR=$flavour $extra_append"
 )
 
+if [[ -n ${OXE_MONITOR:-} ]]; then
+	qemu_args+=(-monitor "unix:$OXE_MONITOR,server,nowait")
+else
+	qemu_args+=(-monitor none)
+fi
 set +e
 timeout --foreground -k 10 "$timeout_s" qemu-system-x86_64 "${qemu_args[@]}" </dev/null
 qrc=$?

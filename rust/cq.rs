@@ -233,6 +233,65 @@ pub(crate) unsafe extern "C" fn req_notify_cq(
     0
 }
 
+/// `ibv_resize_cq`: a new ring holding what is pending, mapped anew by librxe.
+///
+/// # Safety
+///
+/// Called by the RDMA core for a live user CQ; librxe holds its CQ lock, so
+/// user space does not poll meanwhile.
+pub(crate) unsafe extern "C" fn resize_user_cq(
+    ib: *mut b::ib_cq,
+    cqe: kernel::ffi::c_uint,
+    udata: *mut b::ib_udata,
+) -> c_int {
+    // SAFETY: per the function's contract.
+    match unsafe { resize(ib, cqe, udata) } {
+        Ok(()) => 0,
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// As for [`resize_user_cq`].
+unsafe fn resize(ib: *mut b::ib_cq, cqe: u32, udata: *mut b::ib_udata) -> Result {
+    // SAFETY: our live CQ.
+    let cq = unsafe { OxeCq::from_ib(ib) };
+    let state = cq.state.as_ref().ok_or(EINVAL)?;
+    if !state.user || udata.is_null() || !(1..=params::MAX_CQE).contains(&cqe) {
+        return Err(EINVAL);
+    }
+    // SAFETY: the command's udata.
+    if unsafe { (*udata).outlen } < size_of::<b::rxe_resize_cq_resp>() {
+        return Err(EINVAL);
+    }
+    let mut next = Queue::new(cqe, size_of::<b::ib_wc>().max(size_of::<b::ib_uverbs_wc>()))?;
+    // SAFETY: user CQs come with a live ucontext and device.
+    let (uc, dev) = unsafe {
+        (
+            OxeUcontext::from_udata(udata).ok_or(EINVAL)?,
+            OxeDevice::from_ib((*ib).device),
+        )
+    };
+    let mut slot = KVec::new();
+    slot.resize(next.elem_size(), 0u8, GFP_KERNEL)?;
+    let mut inner = state.inner.lock();
+    if inner.queue.produced_pending() > next.capacity() {
+        return Err(EINVAL);
+    }
+    let resp = b::rxe_resize_cq_resp {
+        mi: uc.mmaps()?.offer(dev.mmap_offsets(), next.buf())?,
+    };
+    while inner.queue.pop_into(&mut slot) {
+        next.produce(&slot)?;
+    }
+    inner.queue = next;
+    // SAFETY: our CQ, under its lock.
+    unsafe { (*ib).cqe = inner.queue.capacity() as c_int };
+    drop(inner);
+    queue::respond(udata, &resp)
+}
+
 /// Kernel consumers' poll.
 ///
 /// # Safety

@@ -220,6 +220,7 @@ unsafe fn init_and_register(ib: *mut b::ib_device, name: &CStr, ndev: *mut b::ne
         ops.destroy_cq = Some(cq::destroy_cq);
         ops.req_notify_cq = Some(cq::req_notify_cq);
         ops.poll_cq = Some(cq::poll_cq);
+        ops.resize_user_cq = Some(cq::resize_user_cq);
         ops.size_ib_cq = size_of::<OxeCq>();
         ops.create_qp = Some(qp::create_qp);
         ops.modify_qp = Some(qp::modify_qp);

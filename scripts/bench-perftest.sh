@@ -5,20 +5,8 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 rounds=${ROUNDS:-2}
-"$OXE_ROOT/scripts/setup.sh"
-kdir=$("$OXE_ROOT/scripts/build-kernel.sh")
-KDIR=$kdir "$OXE_ROOT/scripts/build-module.sh" >/dev/null
 out=$(mktemp -d /tmp/oxe-bench.XXXXXX)
-for r in $(seq 1 "$rounds"); do
-	for flavour in oxe rxe; do
-		log "round $r: $flavour"
-		flag=()
-		[[ $flavour == rxe ]] && flag=(-r)
-		"$OXE_ROOT/qemu/run-vm.sh" "${flag[@]}" -k "$kdir" -o "$out/$flavour-$r" -- \
-			scripts/guest-bench.sh tests/perftest_bench.sh >/dev/null
-		cp "$out/$flavour-$r/bench.txt" "$out/$flavour-$r.txt"
-	done
-done
+bench_boots "$out" "$rounds" tests/perftest_bench.sh
 python3 - "$out" "$rounds" <<'PY'
 import sys
 out, rounds = sys.argv[1], int(sys.argv[2])

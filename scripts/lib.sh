@@ -17,3 +17,25 @@ kernel_src() {
 	[[ -f $d/Makefile ]] || die "kernel source missing: run scripts/setup.sh"
 	echo "$d"
 }
+
+# bench_boots OUT ROUNDS GUEST-PROGRAM...: for ROUNDS rounds, boot the plain
+# kernel once with oxe and once with rdma_rxe (alternating, never together),
+# run the program under scripts/guest-bench.sh, and keep OUT/<flavour>-<round>.txt.
+bench_boots() {
+	local out=$1 rounds=$2 kdir r flavour flag
+	shift 2
+	"$OXE_ROOT/scripts/setup.sh"
+	kdir=$("$OXE_ROOT/scripts/build-kernel.sh")
+	KDIR=$kdir "$OXE_ROOT/scripts/build-module.sh" >/dev/null
+	make -s -C "$OXE_ROOT" KDIR="$kdir" tests
+	for r in $(seq 1 "$rounds"); do
+		for flavour in oxe rxe; do
+			log "round $r: $flavour"
+			flag=()
+			[[ $flavour == rxe ]] && flag=(-r)
+			"$OXE_ROOT/qemu/run-vm.sh" "${flag[@]}" -k "$kdir" -o "$out/$flavour-$r" -- \
+				scripts/guest-bench.sh "$@" >/dev/null
+			cp "$out/$flavour-$r/bench.txt" "$out/$flavour-$r.txt"
+		done
+	done
+}

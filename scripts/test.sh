@@ -4,7 +4,7 @@
 # exits non-zero on any failure.
 #   scripts/test.sh                 everything
 #   scripts/test.sh 10-device       only tests/guest/10-device.sh in the guest
-#   OXE_FLAVOUR=plain scripts/test.sh   on the plain kernel (quicker)
+#   OXE_FLAVOUR=debug scripts/test.sh   on the debug kernel flavour
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
 
@@ -43,9 +43,12 @@ else
 	result fail "host crate clippy clean"
 fi
 
-# The guest suites run on the debug flavour (KASAN, lockdep, kmemleak, debug
-# objects, fault injection, Rust assertions); benchmarks use the plain one.
-flavour=${OXE_FLAVOUR:-debug}
+# The plain flavour by default. OXE_FLAVOUR=debug builds the KASAN, lockdep,
+# kmemleak, debug-objects and fault-injection kernel (LLVM) and runs the same
+# suites on it, with a kmemleak scan at the end; under TCG its boot currently
+# stalls before the 9p root is mounted (virtio_pci_driver_init alone takes
+# ~90 s), so it is not the default yet.
+flavour=${OXE_FLAVOUR:-plain}
 kdir=$("$OXE_ROOT/scripts/build-kernel.sh" "$flavour") || { result fail "$flavour kernel build"; finish; }
 result ok "$flavour kernel build ($kdir)"
 if KDIR=$kdir "$OXE_ROOT/scripts/build-module.sh" --clippy >/dev/null; then

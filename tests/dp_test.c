@@ -21,6 +21,7 @@
 #include <infiniband/verbs.h>
 
 #include "kselftest_harness.h"
+#include "oxe_test.h"
 
 #define BUF (1 << 20)
 #define ACC_ALL (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
@@ -33,29 +34,6 @@ struct side {
 	struct ibv_mr *mr;
 	char *buf;
 };
-
-static struct ibv_context *open_dev(void)
-{
-	const char *want = getenv("OXE_DEV") ? getenv("OXE_DEV") : "oxe0";
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *ctx = NULL;
-
-	for (int i = 0; list && list[i]; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), want))
-			ctx = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	return ctx;
-}
-
-static int gid_index(struct ibv_context *ctx)
-{
-	union ibv_gid gid;
-
-	for (int i = 0; i < 16; i++)
-		if (!ibv_query_gid(ctx, 1, i, &gid) && gid.raw[10] == 0xff && gid.raw[11] == 0xff)
-			return i;
-	return 0;
-}
 
 static int setup_side(struct ibv_context *ctx, struct side *s, struct ibv_pd *pd, int cqe,
 		      int mr_access)
@@ -80,46 +58,6 @@ static int setup_side(struct ibv_context *ctx, struct side *s, struct ibv_pd *pd
 	memset(s->buf, 0, BUF);
 	s->mr = ibv_reg_mr(pd, s->buf, BUF, mr_access);
 	return s->mr ? 0 : -1;
-}
-
-static int connect_qp(struct ibv_context *ctx, struct ibv_qp *qp, uint32_t dest, int access,
-		      int rnr_retry)
-{
-	int gi = gid_index(ctx);
-	union ibv_gid gid;
-	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
-		.qp_access_flags = access,
-	};
-
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-			  IBV_QP_ACCESS_FLAGS))
-		return -1;
-	ibv_query_gid(ctx, 1, gi, &gid);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.rq_psn = 100;
-	a.max_dest_rd_atomic = 16;
-	a.min_rnr_timer = 1;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = gid;
-	a.ah_attr.grh.sgid_index = gi;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = rnr_retry;
-	a.sq_psn = 100;
-	a.max_rd_atomic = 16;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
 /* Waits for one completion on @cq (bounded). */
@@ -177,8 +115,8 @@ FIXTURE_SETUP(dp)
 	ASSERT_NE(NULL, pd);
 	ASSERT_EQ(0, setup_side(self->ctx, &self->a, pd, 256, ACC_ALL));
 	ASSERT_EQ(0, setup_side(self->ctx, &self->b, pd, 256, ACC_ALL));
-	ASSERT_EQ(0, connect_qp(self->ctx, self->a.qp, self->b.qp->qp_num, ACC_ALL, 7));
-	ASSERT_EQ(0, connect_qp(self->ctx, self->b.qp, self->a.qp->qp_num, ACC_ALL, 7));
+	ASSERT_EQ(0, connect_rc(self->ctx, self->a.qp, self->b.qp->qp_num, ACC_ALL, 7));
+	ASSERT_EQ(0, connect_rc(self->ctx, self->b.qp, self->a.qp->qp_num, ACC_ALL, 7));
 }
 
 FIXTURE_TEARDOWN(dp)
@@ -499,8 +437,8 @@ TEST(rnr_retry_exceeded)
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 	ASSERT_EQ(0, setup_side(ctx, &a, pd, 16, ACC_ALL));
 	ASSERT_EQ(0, setup_side(ctx, &b, pd, 16, ACC_ALL));
-	ASSERT_EQ(0, connect_qp(ctx, a.qp, b.qp->qp_num, ACC_ALL, 0));
-	ASSERT_EQ(0, connect_qp(ctx, b.qp, a.qp->qp_num, ACC_ALL, 0));
+	ASSERT_EQ(0, connect_rc(ctx, a.qp, b.qp->qp_num, ACC_ALL, 0));
+	ASSERT_EQ(0, connect_rc(ctx, b.qp, a.qp->qp_num, ACC_ALL, 0));
 	ASSERT_EQ(0, post(a.qp, IBV_WR_SEND, a.buf, 64, a.mr->lkey, 0, 0, 1));
 	ASSERT_EQ(1, wait_wc(a.cq, &wc));
 	EXPECT_EQ(IBV_WC_RNR_RETRY_EXC_ERR, wc.status);
@@ -518,8 +456,8 @@ TEST(cq_overflow_raises_cq_error)
 	/* A 4-entry CQ for A, and 20 signaled writes. */
 	ASSERT_EQ(0, setup_side(ctx, &a, pd, 4, ACC_ALL));
 	ASSERT_EQ(0, setup_side(ctx, &b, pd, 16, ACC_ALL));
-	ASSERT_EQ(0, connect_qp(ctx, a.qp, b.qp->qp_num, ACC_ALL, 7));
-	ASSERT_EQ(0, connect_qp(ctx, b.qp, a.qp->qp_num, ACC_ALL, 7));
+	ASSERT_EQ(0, connect_rc(ctx, a.qp, b.qp->qp_num, ACC_ALL, 7));
+	ASSERT_EQ(0, connect_rc(ctx, b.qp, a.qp->qp_num, ACC_ALL, 7));
 	for (int i = 0; i < 20; i++)
 		ASSERT_EQ(0, post(a.qp, IBV_WR_RDMA_WRITE, a.buf, 8, a.mr->lkey,
 				  (uintptr_t)b.buf, b.mr->rkey, i));
@@ -548,7 +486,7 @@ TEST_F(dp, completion_channel_events)
 	struct ibv_qp *qp = ibv_create_qp(self->a.pd, &qia);
 
 	ASSERT_NE(NULL, qp);
-	ASSERT_EQ(0, connect_qp(self->ctx, qp, self->b.qp->qp_num, ACC_ALL, 7));
+	ASSERT_EQ(0, connect_rc(self->ctx, qp, self->b.qp->qp_num, ACC_ALL, 7));
 	ASSERT_EQ(0, ibv_req_notify_cq(cq, 0));
 	ASSERT_EQ(0, post(qp, IBV_WR_RDMA_WRITE, self->a.buf, 8, self->a.mr->lkey,
 			  (uintptr_t)self->b.buf, self->b.mr->rkey, 1));
@@ -557,6 +495,40 @@ TEST_F(dp, completion_channel_events)
 	ibv_ack_cq_events(cq, 1);
 	ASSERT_EQ(1, ibv_poll_cq(cq, 1, &wc));
 	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+}
+
+TEST_F(dp, resize_cq_keeps_pending_completions)
+{
+	struct ibv_wc wc[16];
+	int got = 0;
+
+	for (int i = 0; i < 5; i++)
+		ASSERT_EQ(0, post(self->a.qp, IBV_WR_RDMA_WRITE, self->a.buf, 64, self->a.mr->lkey,
+				  (uintptr_t)self->b.buf, self->b.mr->rkey, 100 + i));
+	usleep(200000);
+	ASSERT_EQ(0, ibv_resize_cq(self->a.cq, 1000));
+	EXPECT_LE(1000, self->a.cq->cqe);
+	for (int tries = 0; got < 5 && tries < 1000; tries++) {
+		int n = ibv_poll_cq(self->a.cq, 16, wc + got);
+
+		ASSERT_LE(0, n);
+		got += n;
+		if (!n)
+			usleep(1000);
+	}
+	ASSERT_EQ(5, got);
+	for (int i = 0; i < 5; i++) {
+		EXPECT_EQ(100 + i, wc[i].wr_id);
+		EXPECT_EQ(IBV_WC_SUCCESS, wc[i].status);
+	}
+	/* And the resized ring keeps working. */
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_RDMA_WRITE, self->a.buf, 64, self->a.mr->lkey,
+			  (uintptr_t)self->b.buf, self->b.mr->rkey, 7));
+	ASSERT_EQ(1, wait_wc(self->a.cq, wc));
+	EXPECT_EQ(7, wc[0].wr_id);
+	/* Smaller than what is pending, or over the limit: EINVAL. */
+	EXPECT_NE(0, ibv_resize_cq(self->a.cq, 0));
+	EXPECT_NE(0, ibv_resize_cq(self->a.cq, 1 << 20));
 }
 
 TEST_F(dp, destroy_qp_with_work_outstanding)
@@ -574,8 +546,8 @@ TEST_F(dp, destroy_qp_with_work_outstanding)
 		peer = ibv_create_qp(self->b.pd, &qia);
 		ASSERT_NE(NULL, qp);
 		ASSERT_NE(NULL, peer);
-		ASSERT_EQ(0, connect_qp(self->ctx, qp, peer->qp_num, ACC_ALL, 7));
-		ASSERT_EQ(0, connect_qp(self->ctx, peer, qp->qp_num, ACC_ALL, 7));
+		ASSERT_EQ(0, connect_rc(self->ctx, qp, peer->qp_num, ACC_ALL, 7));
+		ASSERT_EQ(0, connect_rc(self->ctx, peer, qp->qp_num, ACC_ALL, 7));
 		for (int i = 0; i < 60; i++)
 			ASSERT_EQ(0, post(qp, IBV_WR_RDMA_WRITE, self->a.buf, 65536,
 					  self->a.mr->lkey, (uintptr_t)self->b.buf, self->b.mr->rkey, i));
@@ -617,8 +589,8 @@ TEST(killed_in_the_middle_of_a_transfer)
 			_exit(1);
 		struct ibv_pd *pd = ibv_alloc_pd(ctx);
 		if (setup_side(ctx, &a, pd, 256, ACC_ALL) || setup_side(ctx, &b, pd, 256, ACC_ALL) ||
-		    connect_qp(ctx, a.qp, b.qp->qp_num, ACC_ALL, 7) ||
-		    connect_qp(ctx, b.qp, a.qp->qp_num, ACC_ALL, 7))
+		    connect_rc(ctx, a.qp, b.qp->qp_num, ACC_ALL, 7) ||
+		    connect_rc(ctx, b.qp, a.qp->qp_num, ACC_ALL, 7))
 			_exit(1);
 		c = 'y';
 		if (write(pfd[1], &c, 1) != 1)

@@ -21,33 +21,7 @@
 #include <infiniband/verbs.h>
 
 #include "kselftest_harness.h"
-
-static struct ibv_context *open_dev(void)
-{
-	const char *want = getenv("OXE_DEV") ? getenv("OXE_DEV") : "oxe0";
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *ctx = NULL;
-
-	for (int i = 0; list && list[i]; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), want))
-			ctx = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	return ctx;
-}
-
-static long vmpin_kb(void)
-{
-	char line[256];
-	long v = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, "VmPin:", 6))
-			v = strtol(line + 6, NULL, 10);
-	if (f)
-		fclose(f);
-	return v;
-}
+#include "oxe_test.h"
 
 static int fail_fd = -1;
 

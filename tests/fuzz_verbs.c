@@ -20,6 +20,8 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
+#include "oxe_test.h"
+
 #define N 8
 #define ARENA (16 << 20)
 
@@ -57,35 +59,11 @@ static struct ibv_mr *mr[N];
 static uint32_t old_keys[N];
 static char *arena;
 
-static long vmpin_kb(void)
-{
-	char line[256];
-	long v = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	while (f && fgets(line, sizeof(line), f))
-		if (!strncmp(line, "VmPin:", 6))
-			v = strtol(line + 6, NULL, 10);
-	if (f)
-		fclose(f);
-	return v;
-}
-
-static int gid_index(void)
-{
-	union ibv_gid gid;
-
-	for (int i = 0; i < 16; i++)
-		if (!ibv_query_gid(ctx, 1, i, &gid) && gid.raw[10] == 0xff)
-			return i;
-	return 0;
-}
-
 static void modify(struct ibv_qp *q)
 {
 	struct ibv_qp_attr a = {};
 	union ibv_gid gid;
-	int gi = gid_index();
+	int gi = gid_index(ctx);
 	int mask = IBV_QP_STATE;
 
 	ibv_query_gid(ctx, 1, gi, &gid);
@@ -258,20 +236,15 @@ int main(int argc, char **argv)
 {
 	uint64_t seed = argc > 1 ? strtoull(argv[1], NULL, 0) : (uint64_t)getpid();
 	long iters = argc > 2 ? atol(argv[2]) : 2000;
-	const char *want = getenv("OXE_DEV") ? getenv("OXE_DEV") : "oxe0";
-	struct ibv_device **list = ibv_get_device_list(NULL);
-
 	state = seed ? seed : 1;
 	printf("TAP version 13\n1..1\n# fuzz_verbs seed %llu iterations %ld (replay: fuzz_verbs %llu %ld)\n",
 	       (unsigned long long)seed, iters, (unsigned long long)seed, iters);
 	fflush(stdout);
-	for (int i = 0; list && list[i]; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), want))
-			ctx = ibv_open_device(list[i]);
+	ctx = open_dev();
 	arena = mmap(NULL, ARENA, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
 		     -1, 0);
 	if (!ctx || arena == MAP_FAILED) {
-		printf("not ok 1 fuzz: no device %s\n", want);
+		printf("not ok 1 fuzz: no device\n");
 		return 1;
 	}
 	for (long n = 0; n < iters; n++)

@@ -18,56 +18,9 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
+#include "oxe_test.h"
+
 #define LEN (64 << 20)
-
-static struct ibv_context *open_dev(void)
-{
-	const char *want = getenv("OXE_DEV") ? getenv("OXE_DEV") : "oxe0";
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *ctx = NULL;
-
-	for (int i = 0; list && list[i]; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), want))
-			ctx = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	return ctx;
-}
-
-static int loop_qp(struct ibv_context *ctx, struct ibv_qp *qp)
-{
-	union ibv_gid gid;
-	int gi = 0;
-	struct ibv_qp_attr a = { .qp_state = IBV_QPS_INIT, .port_num = 1,
-				 .qp_access_flags = IBV_ACCESS_REMOTE_WRITE };
-
-	for (int i = 0; i < 16; i++)
-		if (!ibv_query_gid(ctx, 1, i, &gid) && gid.raw[10] == 0xff) {
-			gi = i;
-			break;
-		}
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-			  IBV_QP_ACCESS_FLAGS))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = qp->qp_num;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = gid;
-	a.ah_attr.grh.sgid_index = gi;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
-	a.rnr_retry = 7;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-			     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
-}
 
 int main(int argc, char **argv)
 {
@@ -100,7 +53,7 @@ int main(int argc, char **argv)
 			qia.send_cq = qia.recv_cq = cq;
 			qp = ibv_create_qp(pd, &qia);
 			if (qp && rand() % 2)
-				loop_qp(ctx, qp);
+				connect_rc(ctx, qp, qp->qp_num, IBV_ACCESS_REMOTE_WRITE, 7);
 			if (!qp || ibv_destroy_qp(qp))
 				errors++;
 			if (ibv_destroy_cq(cq))
@@ -121,7 +74,7 @@ int main(int argc, char **argv)
 		struct ibv_qp *qp = cq ? ibv_create_qp(pd, &qia) : NULL;
 		int outstanding = 0;
 
-		if (!mr || !qp || loop_qp(ctx, qp))
+		if (!mr || !qp || connect_rc(ctx, qp, qp->qp_num, IBV_ACCESS_REMOTE_WRITE, 7))
 			return 1;
 		printf("ready\n");
 		fflush(stdout);

@@ -21,6 +21,7 @@
 #include <infiniband/verbs.h>
 
 #include "mm/gup_test.h"
+#include "oxe_test.h"
 
 #define KiB 1024UL
 #define MiB (1024 * KiB)
@@ -49,18 +50,13 @@ static char *buffer(size_t len, int thp)
 
 int main(void)
 {
-	const char *want = getenv("OXE_DEV") ? getenv("OXE_DEV") : "oxe0";
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *ctx = NULL;
+	struct ibv_context *ctx = open_dev();
 	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
 	int gup = open("/sys/kernel/debug/gup_test", O_RDWR);
 	size_t sizes[] = { 4 * KiB, 64 * KiB, 1 * MiB, 16 * MiB, 256 * MiB, 1024 * MiB };
 
-	for (int i = 0; list && list[i]; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), want))
-			ctx = ibv_open_device(list[i]);
 	if (!ctx) {
-		fprintf(stderr, "no device %s\n", want);
+		fprintf(stderr, "no device\n");
 		return 1;
 	}
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);

@@ -25,6 +25,7 @@
 #include <infiniband/verbs.h>
 
 #include "kselftest_harness.h"
+#include "oxe_test.h"
 
 #define KiB 1024UL
 #define MiB (1024 * KiB)
@@ -34,25 +35,9 @@
 #define ACC_ALL (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 		 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
 
-static long status_kb(const char *field)
-{
-	char line[256];
-	size_t n = strlen(field);
-	long v = -1;
-	FILE *f = fopen("/proc/self/status", "r");
-
-	if (!f)
-		return -1;
-	while (fgets(line, sizeof(line), f))
-		if (!strncmp(line, field, n) && line[n] == ':')
-			v = strtol(line + n + 1, NULL, 10);
-	fclose(f);
-	return v;
-}
-
 static long vmpin_pages(void)
 {
-	return status_kb("VmPin") * KiB / PAGE;
+	return vmpin_kb() * KiB / PAGE;
 }
 
 static long vmstat(const char *name)
@@ -119,19 +104,6 @@ static int count_mrs(void)
 		n += strstr(line, "lkey ") != NULL;
 	pclose(p);
 	return n;
-}
-
-static struct ibv_context *open_dev(void)
-{
-	const char *want = getenv("OXE_DEV") ? getenv("OXE_DEV") : "oxe0";
-	struct ibv_device **list = ibv_get_device_list(NULL);
-	struct ibv_context *ctx = NULL;
-
-	for (int i = 0; list && list[i]; i++)
-		if (!strcmp(ibv_get_device_name(list[i]), want))
-			ctx = ibv_open_device(list[i]);
-	ibv_free_device_list(list);
-	return ctx;
 }
 
 static void *map(size_t len, int prot, int flags)

@@ -101,7 +101,7 @@ pub const fn packets(len: u64, mtu: u32) -> u32 {
     if len == 0 {
         1
     } else {
-        (len / mtu + (len % mtu != 0) as u64) as u32
+        (len / mtu + !len.is_multiple_of(mtu) as u64) as u32
     }
 }
 

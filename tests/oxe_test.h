@@ -1,0 +1,102 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Helpers shared by oxe's in-guest test programs: open the device under test
+ * ($OXE_DEV, default oxe0), read the process's pinned memory, and connect an
+ * RC QP to a destination QP on the same device.
+ */
+#ifndef OXE_TEST_H
+#define OXE_TEST_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <infiniband/verbs.h>
+
+static inline struct ibv_context *open_dev(void)
+{
+	const char *want = getenv("OXE_DEV") ? getenv("OXE_DEV") : "oxe0";
+	struct ibv_device **list = ibv_get_device_list(NULL);
+	struct ibv_context *ctx = NULL;
+
+	for (int i = 0; list && list[i]; i++)
+		if (!strcmp(ibv_get_device_name(list[i]), want))
+			ctx = ibv_open_device(list[i]);
+	ibv_free_device_list(list);
+	return ctx;
+}
+
+/* A field of /proc/self/status, in kB (-1 if absent). */
+static inline long status_kb(const char *field)
+{
+	char line[256];
+	size_t n = strlen(field);
+	long v = -1;
+	FILE *f = fopen("/proc/self/status", "r");
+
+	while (f && fgets(line, sizeof(line), f))
+		if (!strncmp(line, field, n) && line[n] == ':')
+			v = strtol(line + n + 1, NULL, 10);
+	if (f)
+		fclose(f);
+	return v;
+}
+
+static inline long vmpin_kb(void)
+{
+	return status_kb("VmPin");
+}
+
+/* The GID index of the port's IPv4 address (RoCE v2), as perftest picks it. */
+static inline int gid_index(struct ibv_context *ctx)
+{
+	union ibv_gid gid;
+
+	for (int i = 0; i < 16; i++)
+		if (!ibv_query_gid(ctx, 1, i, &gid) && gid.raw[10] == 0xff && gid.raw[11] == 0xff)
+			return i;
+	return 0;
+}
+
+/* RESET -> INIT -> RTR -> RTS towards QP @dest of this device, MTU 1024. */
+static inline int connect_rc(struct ibv_context *ctx, struct ibv_qp *qp, uint32_t dest,
+			     int access, int rnr_retry)
+{
+	int gi = gid_index(ctx);
+	union ibv_gid gid;
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
+		.qp_access_flags = access,
+	};
+
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			  IBV_QP_ACCESS_FLAGS))
+		return -1;
+	ibv_query_gid(ctx, 1, gi, &gid);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dest;
+	a.rq_psn = 100;
+	a.max_dest_rd_atomic = 16;
+	a.min_rnr_timer = 1;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = gid;
+	a.ah_attr.grh.sgid_index = gi;
+	a.ah_attr.grh.hop_limit = 64;
+	a.ah_attr.port_num = 1;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.timeout = 14;
+	a.retry_cnt = 7;
+	a.rnr_retry = rnr_retry;
+	a.sq_psn = 100;
+	a.max_rd_atomic = 16;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+			     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+#endif
