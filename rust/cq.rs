@@ -275,13 +275,14 @@ unsafe fn resize(ib: *mut b::ib_cq, cqe: u32, udata: *mut b::ib_udata) -> Result
     };
     let mut slot = KVec::new();
     slot.resize(next.elem_size(), 0u8, GFP_KERNEL)?;
+    // Offered before the CQ's spinlock is taken: offering sleeps.
+    let resp = b::rxe_resize_cq_resp {
+        mi: uc.mmaps()?.offer(dev.mmap_offsets(), next.buf())?,
+    };
     let mut inner = state.inner.lock();
     if inner.queue.produced_pending() > next.capacity() {
         return Err(EINVAL);
     }
-    let resp = b::rxe_resize_cq_resp {
-        mi: uc.mmaps()?.offer(dev.mmap_offsets(), next.buf())?,
-    };
     while inner.queue.pop_into(&mut slot) {
         next.produce(&slot)?;
     }

@@ -38,11 +38,9 @@ impl SharedBuf {
         // SAFETY: a plain allocation; zeroed by vmalloc_user.
         let ptr = NonNull::new(unsafe { b::oxe_vmalloc_user(size as kernel::ffi::c_ulong) }.cast())
             .ok_or(ENOMEM)?;
-        Arc::new(SharedBuf { ptr, size }, GFP_KERNEL).map_err(|e| {
-            // SAFETY: allocated just above, never shared.
-            unsafe { b::oxe_vfree(ptr.as_ptr().cast()) };
-            e.into()
-        })
+        // On failure Arc::new drops the SharedBuf it was given, which frees
+        // the buffer: nothing else to undo here.
+        Ok(Arc::new(SharedBuf { ptr, size }, GFP_KERNEL)?)
     }
 }
 

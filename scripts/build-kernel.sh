@@ -1,19 +1,24 @@
 #!/usr/bin/env bash
 # Builds the guest kernel into $OXE_CACHE, keyed by kernel version, flavour and
 # the hash of the config fragment(s) and toolchain. Prints the build directory.
-# Usage: build-kernel.sh [plain|debug]
+# Usage: build-kernel.sh [plain|debug|kasan]
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 flavour=${1:-plain}
 frags=("$OXE_ROOT/qemu/oxe.config")
-[[ $flavour == plain ]] || frags+=("$OXE_ROOT/qemu/oxe-$flavour.config")
+case $flavour in
+plain) ;;
+debug) frags+=("$OXE_ROOT/qemu/oxe-debug.config") ;;
+kasan) frags+=("$OXE_ROOT/qemu/oxe-debug.config" "$OXE_ROOT/qemu/oxe-kasan.config") ;;
+*) die "unknown flavour $flavour (plain, debug, kasan)" ;;
+esac
 for f in "${frags[@]}"; do [[ -f $f ]] || die "no config fragment $f"; done
 
 src=$(kernel_src)
-# Rust with KASAN needs clang: the debug flavour is an LLVM build.
+# Rust with KASAN needs clang: the kasan flavour is an LLVM build.
 make_flags=()
-[[ $flavour == plain ]] || make_flags=(LLVM=-19)
+[[ $flavour != kasan ]] || make_flags=(LLVM=-19)
 key=$( { cat "${frags[@]}"; cat "$src/.oxe-deb"; gcc --version | head -1; rustc --version;
 	 bindgen --version; ((${#make_flags[@]} == 0)) || echo "${make_flags[*]}"; } | sha256sum | cut -c1-12)
 out="$OXE_CACHE/build/$KVER_MAJOR-$flavour-$key"

@@ -76,7 +76,9 @@ static void modify(struct ibv_qp *q)
 		break;
 	case IBV_QPS_RTR:
 		a.path_mtu = pick(7);
-		a.dest_qp_num = rnd() % 4 ? (qp[pick(N)] ? qp[pick(N)]->qp_num : 0) : wild();
+		struct ibv_qp *peer = qp[pick(N)];
+
+		a.dest_qp_num = rnd() % 4 ? (peer ? peer->qp_num : 0) : wild();
 		a.rq_psn = rnd();
 		a.max_dest_rd_atomic = pick(256);
 		a.min_rnr_timer = pick(32);
