@@ -286,10 +286,12 @@ unsafe fn resize(ib: *mut b::ib_cq, cqe: u32, udata: *mut b::ib_udata) -> Result
     while inner.queue.pop_into(&mut slot) {
         next.produce(&slot)?;
     }
-    inner.queue = next;
+    let old = core::mem::replace(&mut inner.queue, next);
     // SAFETY: our CQ, under its lock.
     unsafe { (*ib).cqe = inner.queue.capacity() as c_int };
     drop(inner);
+    // Freeing a ring (vfree) sleeps: only after the spinlock is released.
+    drop(old);
     queue::respond(udata, &resp)
 }
 
