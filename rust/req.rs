@@ -141,6 +141,30 @@ impl Source {
     }
 }
 
+/// The WQE's local SGEs, checked for `rights`.
+fn local_sgl(qp: &Qp, sq: &SendSide, num: u32, rights: u32) -> Result<Sgl, Outcome> {
+    if num > qp.max_send_sge {
+        return Err(Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR));
+    }
+    Sgl::build(
+        qp.dev(),
+        qp.pd,
+        &sq.wqe,
+        wqe::SEND_WQE_SGE_OFFSET,
+        num,
+        rights,
+    )
+    .map_err(Outcome::Done)
+}
+
+/// The destination QP. None looks like a lost packet: retries exhausted.
+fn dest(qp: &Qp, attrs: &Attrs) -> Result<Arc<Qp>, Outcome> {
+    qp.dev()
+        .state()
+        .and_then(|s| s.qps.get(attrs.dest_qpn))
+        .ok_or(Outcome::Done(b::ib_wc_status_IB_WC_RETRY_EXC_ERR))
+}
+
 fn execute(qp: &Qp, sq: &mut SendSide, attrs: &Attrs, w: &SendWqe) -> Outcome {
     let kind = match w.opcode {
         wr::SEND => Kind::Send,
@@ -169,27 +193,18 @@ fn execute(qp: &Qp, sq: &mut SendSide, attrs: &Attrs, w: &SendWqe) -> Outcome {
         }
         Source::Inline(v)
     } else {
-        if w.num_sge > qp.max_send_sge {
-            return Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
-        }
-        match Sgl::build(
-            qp.dev(),
-            qp.pd,
-            &sq.wqe,
-            wqe::SEND_WQE_SGE_OFFSET,
-            w.num_sge,
-            0,
-        ) {
+        match local_sgl(qp, sq, w.num_sge, 0) {
             Ok(s) => Source::Sgl(s),
-            Err(status) => return Outcome::Done(status),
+            Err(o) => return o,
         }
     };
     let total = src.total();
     if total > u64::from(crate::params::PORT_MAX_MSG_SZ) {
         return Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
     }
-    let Some(dest) = qp.dev().state().and_then(|s| s.qps.get(attrs.dest_qpn)) else {
-        return Outcome::Done(b::ib_wc_status_IB_WC_RETRY_EXC_ERR);
+    let dest = match dest(qp, attrs) {
+        Ok(d) => d,
+        Err(o) => return o,
     };
     let mtu = attrs.path_mtu;
     let count = packet::packets(total, mtu);
@@ -230,22 +245,13 @@ fn execute(qp: &Qp, sq: &mut SendSide, attrs: &Attrs, w: &SendWqe) -> Outcome {
 }
 
 fn read(qp: &Qp, sq: &mut SendSide, attrs: &Attrs, w: &SendWqe) -> Outcome {
-    if w.num_sge > qp.max_send_sge {
-        return Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
-    }
-    let sgl = match Sgl::build(
-        qp.dev(),
-        qp.pd,
-        &sq.wqe,
-        wqe::SEND_WQE_SGE_OFFSET,
-        w.num_sge,
-        access::LOCAL_WRITE,
-    ) {
+    let sgl = match local_sgl(qp, sq, w.num_sge, access::LOCAL_WRITE) {
         Ok(s) => s,
-        Err(status) => return Outcome::Done(status),
+        Err(o) => return o,
     };
-    let Some(dest) = qp.dev().state().and_then(|s| s.qps.get(attrs.dest_qpn)) else {
-        return Outcome::Done(b::ib_wc_status_IB_WC_RETRY_EXC_ERR);
+    let dest = match dest(qp, attrs) {
+        Ok(d) => d,
+        Err(o) => return o,
     };
     let total = sgl.total;
     let count = packet::packets(total, attrs.path_mtu);
@@ -294,16 +300,9 @@ fn atomic(qp: &Qp, sq: &mut SendSide, attrs: &Attrs, w: &SendWqe) -> Outcome {
     if w.num_sge != 1 {
         return Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
     }
-    let sgl = match Sgl::build(
-        qp.dev(),
-        qp.pd,
-        &sq.wqe,
-        wqe::SEND_WQE_SGE_OFFSET,
-        1,
-        access::LOCAL_WRITE,
-    ) {
+    let sgl = match local_sgl(qp, sq, 1, access::LOCAL_WRITE) {
         Ok(s) => s,
-        Err(status) => return Outcome::Done(status),
+        Err(o) => return o,
     };
     let Some((mr, addr, len)) = sgl.first() else {
         return Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
@@ -311,8 +310,9 @@ fn atomic(qp: &Qp, sq: &mut SendSide, attrs: &Attrs, w: &SendWqe) -> Outcome {
     if len < 8 {
         return Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
     }
-    let Some(dest) = qp.dev().state().and_then(|s| s.qps.get(attrs.dest_qpn)) else {
-        return Outcome::Done(b::ib_wc_status_IB_WC_RETRY_EXC_ERR);
+    let dest = match dest(qp, attrs) {
+        Ok(d) => d,
+        Err(o) => return o,
     };
     let pkt = Pkt {
         opcode: if w.opcode == wr::ATOMIC_CMP_AND_SWP {
