@@ -65,6 +65,8 @@ pub(crate) struct SendSide {
     pub(crate) payload: KVec<u8>,
     /// RNR NAKs met by the current WQE.
     pub(crate) rnr_tries: u8,
+    /// The QP whose receive completion waits for this WQE's completion.
+    pub(crate) notify: Option<Arc<Qp>>,
 }
 
 /// The receive side: the RQ ring and the responder's state.
@@ -77,6 +79,9 @@ pub(crate) struct RecvSide {
     pub(crate) progress: Option<crate::resp::Progress>,
     /// Scratch for READ responses.
     pub(crate) payload: KVec<u8>,
+    /// A receive completion held back until the sender has completed its
+    /// WQE (see `resp::post_deferred`).
+    pub(crate) deferred: Option<(Cqe, bool)>,
 }
 
 #[pin_data]
@@ -428,6 +433,7 @@ unsafe fn create(
                     wqe: sq_wqe,
                     payload: sq_payload,
                     rnr_tries: 0,
+                    notify: None,
                 }),
                 rq <- kernel::new_mutex!(RecvSide {
                     queue: rq,
@@ -435,6 +441,7 @@ unsafe fn create(
                     wqe: rq_wqe,
                     progress: None,
                     payload: rq_payload,
+                    deferred: None,
                 }),
                 work <- kernel::new_work!("oxe_qp"),
                 dead: Atomic::new(0),

@@ -88,6 +88,10 @@ pub(crate) fn run(qp: &Arc<Qp>) {
             Outcome::Done(status) => {
                 side.rnr_tries = 0;
                 complete(qp, side, &w, status);
+                // The receiver's completion comes after the sender's.
+                if let Some(dest) = side.notify.take() {
+                    resp::post_deferred(&dest);
+                }
             }
         }
     }
@@ -241,6 +245,7 @@ fn execute(qp: &Qp, sq: &mut SendSide, attrs: &Attrs, w: &SendWqe) -> Outcome {
         }
     }
     sq.psn = packet::psn_add(sq.psn, count);
+    sq.notify = Some(dest);
     Outcome::Done(b::ib_wc_status_IB_WC_SUCCESS)
 }
 

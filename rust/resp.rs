@@ -123,6 +123,27 @@ fn take_recv(qp: &Qp, rq: &mut RecvSide) -> Option<Result<(u64, Sgl), u32>> {
     )
 }
 
+/// A successful receive: the RQ slot is consumed now, the CQE is posted by
+/// `post_deferred` once the sender has completed its WQE. In loopback the
+/// whole exchange runs in the sender's thread, and a peer woken by its
+/// receive completion could otherwise answer, and post again, before the
+/// sender's SQ slot is free.
+fn defer_recv(rq: &mut RecvSide, cqe: Cqe, solicited: bool) {
+    rq.queue.advance_consumer();
+    rq.deferred = Some((cqe, solicited));
+}
+
+/// Posts the receive completion held back by `defer_recv`.
+pub(crate) fn post_deferred(qp: &Qp) {
+    let mut rq = qp.rq.lock();
+    if let Some((cqe, solicited)) = rq.deferred.take() {
+        if qp.rcq().post(&cqe, solicited).is_err() {
+            qp.set_error();
+            qp.flush_rq(&mut rq);
+        }
+    }
+}
+
 fn complete_recv(qp: &Qp, rq: &mut RecvSide, cqe: Cqe, solicited: bool) -> Result<(), Nak> {
     rq.queue.advance_consumer();
     qp.rcq()
@@ -368,10 +389,8 @@ fn send_data(qp: &Qp, rq: &mut RecvSide, pkt: &Pkt<'_>) -> Reply {
         cqe.wc_flags |= b::ib_wc_flags_IB_WC_WITH_INVALIDATE;
     }
     rq.progress = None;
-    match complete_recv(qp, rq, cqe, pkt.solicited) {
-        Ok(()) => Reply::Ack,
-        Err(nak) => fatal(qp, rq, nak),
-    }
+    defer_recv(rq, cqe, pkt.solicited);
+    Reply::Ack
 }
 
 fn write_data(qp: &Qp, rq: &mut RecvSide, pkt: &Pkt<'_>) -> Reply {
@@ -418,9 +437,7 @@ fn write_data(qp: &Qp, rq: &mut RecvSide, pkt: &Pkt<'_>) -> Reply {
         );
         cqe.ex = pkt.ex;
         cqe.wc_flags |= b::ib_wc_flags_IB_WC_WITH_IMM;
-        if let Err(nak) = complete_recv(qp, rq, cqe, pkt.solicited) {
-            return fatal(qp, rq, nak);
-        }
+        defer_recv(rq, cqe, pkt.solicited);
     }
     Reply::Ack
 }
