@@ -72,15 +72,13 @@ impl<T: Keyed> KeyTable<T> {
             };
             // SAFETY: the XArray is initialised; loads are RCU-safe.
             let entry = unsafe { b::xa_load(self.xa(), index as usize) };
-            // SAFETY: plain bit tests on an entry pointer.
-            let last = if entry.is_null() {
-                None
-            } else if unsafe { b::oxe_xa_is_value(entry) } {
-                // SAFETY: a value entry, as tested.
-                Some(unsafe { b::oxe_xa_to_value(entry) } as u8)
-            } else {
+            // SAFETY: a plain bit test on an entry pointer.
+            let tomb = !entry.is_null() && unsafe { b::oxe_xa_is_value(entry) };
+            if !entry.is_null() && !tomb {
                 continue;
-            };
+            }
+            // SAFETY: a value entry, as tested.
+            let last = tomb.then(|| unsafe { b::oxe_xa_to_value(entry) } as u8);
             let k = key::make(index, key::next_tag(last));
             let obj = make(k);
             // Only this thread (under `next`) turns free slots into live

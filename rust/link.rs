@@ -178,10 +178,9 @@ unsafe extern "C" fn module_event(
     if action != b::module_state_MODULE_STATE_COMING as c_ulong || data.is_null() {
         return NOTIFY_DONE;
     }
-    // SAFETY: module notifiers get the module being loaded; its name is a
-    // NUL-terminated array.
-    let name =
-        unsafe { CStr::from_char_ptr(ptr::addr_of!((*data.cast::<b::module>()).name).cast()) };
+    let module = data.cast::<b::module>();
+    // SAFETY: the module being loaded, whose name is a NUL-terminated array.
+    let name = unsafe { CStr::from_char_ptr(ptr::addr_of!((*module).name).cast()) };
     if name == RXE_MODULE {
         pr_err!("refusing to load rdma_rxe while rdma_oxe is loaded: both claim RDMA_DRIVER_RXE\n");
         return notifier_from_errno(-(b::EBUSY as c_int));

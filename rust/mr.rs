@@ -128,8 +128,7 @@ impl Pinned {
 ///
 /// The run's pages must be pinned, once, by the caller.
 unsafe fn unpin_run(run: &Run, dirty: bool) {
-    // SAFETY: `count` physically contiguous pinned pages from `pfn`: one
-    // range call releases them.
+    // SAFETY: `count` physically contiguous pinned pages from `pfn`: one range call releases them.
     unsafe {
         b::unpin_user_page_range_dirty_lock(
             b::oxe_pfn_to_page(run.pfn as c_ulong),

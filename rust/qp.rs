@@ -153,8 +153,7 @@ impl Qp {
     /// Runs the requester soon.
     pub(crate) fn schedule(self: &Arc<Self>) {
         if !self.is_dead() {
-            // SAFETY: system_dfl_wq (the unbound system workqueue) lives as
-            // long as the kernel.
+            // SAFETY: system_dfl_wq (the unbound system workqueue) lives as long as the kernel.
             let wq = unsafe { workqueue::Queue::from_raw(b::system_dfl_wq) };
             let _ = wq.enqueue(self.clone());
         }

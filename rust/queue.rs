@@ -276,8 +276,7 @@ impl Mmaps {
 
 /// Copies `resp` into the response part of `udata`.
 pub(crate) fn respond<T>(udata: *mut b::ib_udata, resp: &T) -> Result {
-    // SAFETY: `resp` is `size_of::<T>()` readable bytes; the core clips to
-    // the user's buffer.
+    // SAFETY: `resp` is `size_of::<T>()` readable bytes; the core clips to the user's buffer.
     let ret: c_int = unsafe {
         b::_ib_respond_udata(udata, ptr::from_ref(resp).cast::<c_void>(), size_of::<T>())
     };
