@@ -29,8 +29,8 @@ use kernel::ffi;
 #[allow(unused_imports)]
 use pin_init::{MaybeZeroable, Zeroable};
 
-// SAFETY: `__BindgenBitfieldUnit<Storage>` is a newtype around `Storage`, so it
-// is zeroable whenever `Storage` is (as in rust/bindings/lib.rs).
+// As in rust/bindings/lib.rs:
+// SAFETY: `__BindgenBitfieldUnit<Storage>` is a newtype around a zeroable `Storage`.
 unsafe impl<Storage> Zeroable for __BindgenBitfieldUnit<Storage> where Storage: Zeroable {}
 
 // SAFETY: a zero-sized marker.

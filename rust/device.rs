@@ -171,8 +171,8 @@ pub(crate) fn add(name: &CStr, ndev: *mut b::net_device) -> Result {
         Err(e) => e.to_errno(),
     };
     if ret != 0 {
-        // SAFETY: registration failed, so the device is still ours to free;
-        // this also calls dealloc_driver and drops the netdev reference.
+        // This also calls dealloc_driver and drops the netdev reference.
+        // SAFETY: registration failed, so the device is still ours to free.
         unsafe { b::ib_dealloc_device(ib) };
         return Err(Error::from_errno(ret));
     }
@@ -252,8 +252,8 @@ pub(crate) fn netdev_unregistering(ndev: *mut b::net_device) {
     if ib.is_null() {
         return;
     }
-    // SAFETY: `ib` is referenced; rdma_rxe is never loaded with oxe, but only
-    // our own devices are touched all the same.
+    // rdma_rxe is never loaded with oxe, but only our own devices are touched.
+    // SAFETY: `ib` is referenced by ib_device_get_by_netdev.
     unsafe {
         if (*ib).ops.owner == crate::THIS_MODULE.as_ptr() {
             b::ib_unregister_device_queued(ib);

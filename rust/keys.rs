@@ -38,8 +38,8 @@ pub(crate) struct KeyTable<T: Keyed> {
     _t: core::marker::PhantomData<*const T>,
 }
 
-// SAFETY: the XArray is internally locked; entries are `Keyed` objects whose
-// lifetime rules are given by the trait.
+// Entries are `Keyed` objects, whose lifetime rules the trait gives.
+// SAFETY: the XArray is internally locked.
 unsafe impl<T: Keyed> Send for KeyTable<T> {}
 // SAFETY: as above.
 unsafe impl<T: Keyed> Sync for KeyTable<T> {}
@@ -117,8 +117,9 @@ impl<T: Keyed> KeyTable<T> {
             return None;
         }
         let obj = entry.cast::<T>();
-        // SAFETY: a live entry's memory stays valid for an RCU grace period
-        // after its removal (the `Keyed` contract), and we are inside one.
+        // A live entry's memory stays valid for an RCU grace period after its
+        // removal (the `Keyed` contract).
+        // SAFETY: we are inside an RCU read-side section.
         let t = unsafe { &*obj };
         (t.key() == k && t.try_get()).then_some(obj)
     }

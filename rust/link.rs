@@ -54,8 +54,8 @@ pub(crate) struct Registrations {
     stage: Stage,
 }
 
-// SAFETY: after registration the structures are only touched by the kernel
-// under its own locks; `stage` is only changed in `register` and `drop`.
+// `stage` is only changed in `register` and `drop`.
+// SAFETY: once registered, the kernel touches the structures under its locks.
 unsafe impl Sync for Registrations {}
 // SAFETY: as above; nothing in it is tied to a thread.
 unsafe impl Send for Registrations {}
@@ -159,8 +159,8 @@ unsafe extern "C" fn netdev_event(
     ptr: *mut c_void,
 ) -> c_int {
     if event == b::netdev_cmd_NETDEV_UNREGISTER as c_ulong {
-        // SAFETY: netdev notifiers get a `netdev_notifier_info` whose `dev` is
-        // valid for the call (netdev_notifier_info_to_dev()).
+        // As netdev_notifier_info_to_dev():
+        // SAFETY: netdev notifiers get a `netdev_notifier_info` valid for the call.
         let ndev = unsafe { (*ptr.cast::<b::netdev_notifier_info>()).dev };
         device::netdev_unregistering(ndev);
     }

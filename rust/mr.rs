@@ -171,8 +171,8 @@ unsafe impl Send for OxeMr {}
 // SAFETY: as above.
 unsafe impl Sync for OxeMr {}
 
-// SAFETY: `try_get` fails once the count hit zero, and the memory is freed
-// through call_rcu only after the key was removed (`destroy`).
+// The memory is freed through call_rcu only after the key was removed.
+// SAFETY: `try_get` fails once the count hit zero.
 unsafe impl Keyed for OxeMr {
     fn key(&self) -> u32 {
         self.grant.key
@@ -210,8 +210,8 @@ impl MrRef {
 
 /// Runs `f` on the kernel mapping of frame `pfn`.
 fn with_page<R>(pfn: u64, f: impl FnOnce(*mut u8) -> R) -> R {
-    // SAFETY: `pfn` is a page pinned by a live MR (the caller holds an
-    // MrRef); kmap_local_page maps it until the matching kunmap_local.
+    // kmap_local_page maps the page until the matching kunmap_local.
+    // SAFETY: `pfn` is a page pinned by a live MR (the caller holds an MrRef).
     unsafe {
         let va = b::kmap_local_page(b::oxe_pfn_to_page(pfn as c_ulong));
         let r = f(va.cast());
@@ -278,8 +278,8 @@ impl MrRef {
             return None;
         }
         Some(with_page(f.pfn, |p| {
-            // SAFETY: an aligned u64 inside the mapped page; other CPUs and
-            // the user may access it concurrently, hence atomic operations.
+            // Other CPUs and the user may access it concurrently: atomics.
+            // SAFETY: an aligned u64 inside the mapped page.
             let x = unsafe { Atomic::from_ptr(p.add(f.offset as usize).cast()) };
             op(x)
         }))
@@ -374,8 +374,8 @@ unsafe fn reg_user(
         }? Error),
         GFP_KERNEL,
     )?;
-    // SAFETY: the MR is only ever used through this pointer from here on;
-    // it is freed by `free_rcu`.
+    // From here on the MR is only used through this pointer; `free_rcu` frees it.
+    // SAFETY: the MR is not moved out of its allocation.
     let mr = KBox::into_raw(unsafe { Pin::into_inner_unchecked(mr) });
     let published = state.keys.insert(|key| {
         // SAFETY: not yet visible to anyone else.

@@ -108,8 +108,8 @@ pub(crate) struct Qp {
     pub(crate) dead: Atomic<i32>,
 }
 
-// SAFETY: the raw pointers name objects the core keeps alive while the QP
-// exists (device, CQs, ib_qp); all mutable state is behind locks.
+// The raw pointers name objects the core keeps alive while the QP exists.
+// SAFETY: all mutable state is behind locks.
 unsafe impl Send for Qp {}
 // SAFETY: as above.
 unsafe impl Sync for Qp {}

@@ -108,8 +108,8 @@ impl Queue {
     }
 
     fn shared_index(&self, off: usize) -> &Atomic<u32> {
-        // SAFETY: `off` is the offset of an aligned u32 in the live header;
-        // user space writes it concurrently, hence atomic access.
+        // User space writes it concurrently, hence atomic access.
+        // SAFETY: `off` is the offset of an aligned u32 in the live header.
         unsafe { Atomic::from_ptr(self.buf.ptr.as_ptr().add(off).cast()) }
     }
 
@@ -133,8 +133,8 @@ impl Queue {
             return false;
         }
         let n = out.len().min(self.elem_size());
-        // SAFETY: the slot is inside the buffer; the copy may race with a
-        // buggy or hostile user, which only garbles the copy.
+        // The copy may race with a buggy or hostile user: that only garbles it.
+        // SAFETY: the slot is inside the buffer.
         unsafe { ptr::copy_nonoverlapping(self.slot(self.index), out.as_mut_ptr(), n) };
         true
     }

@@ -31,3 +31,10 @@ stderr_of() { "$@" 2>&1 >/dev/null; }
 
 # Cases call ok/fail with a description; check runs a command as the case.
 check() { d=$1; shift; if "$@"; then ktap_test_pass "$d"; else ktap_test_fail "$d"; fi; }
+
+# Pages pinned system-wide right now. The 9p root pins and unpins a few
+# while it reads files, so comparisons allow PIN_NOISE pages.
+PIN_NOISE=64
+pins() { awk '/^nr_foll_pin_acquired/{a=$2} /^nr_foll_pin_released/{r=$2} END{print a-r}' /proc/vmstat; }
+# pins_back BEFORE: the system-wide pin count is back to BEFORE, within the noise.
+pins_back() { [ $(($(pins) - $1)) -lt $PIN_NOISE ]; }

@@ -8,11 +8,10 @@
 
 ktap_print_header
 ktap_set_plan 6
-pins() { awk '/^nr_foll_pin_acquired/{a=$2} /^nr_foll_pin_released/{r=$2} END{print a-r}' /proc/vmstat; }
 vmpin() { awk '/^VmPin/{print $2}' /proc/$1/status 2>/dev/null; }
 H=tests/bin/holder
 base=$(pins)
-settled() { [ $(($(pins) - base)) -lt 64 ]; }
+settled() { pins_back $base; }
 
 # start_holder MODE SECONDS: runs in the background, waits for "ready".
 start_holder() {
