@@ -112,6 +112,15 @@ struct page *oxe_pfn_to_page(unsigned long pfn)
 	return pfn_to_page(pfn);
 }
 
+long oxe_virt_to_pfn(u64 va)
+{
+	const void *p = (const void *)(uintptr_t)va;
+
+	if (!virt_addr_valid(p))
+		return -1;
+	return page_to_pfn(virt_to_page(p));
+}
+
 void oxe_xa_init(struct xarray *xa)
 {
 	xa_init(xa);

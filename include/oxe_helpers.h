@@ -45,6 +45,11 @@ void oxe_unaccount_pinned(struct mm_struct *mm, unsigned long npages);
 
 unsigned long oxe_page_to_pfn(struct page *page);
 struct page *oxe_pfn_to_page(unsigned long pfn);
+/*
+ * The frame behind a kernel virtual address of the linear map (the "DMA
+ * address" of a device using virtual DMA), or -1 if @va is not one.
+ */
+long oxe_virt_to_pfn(u64 va);
 
 /* xarray static inlines: init, value entries, errors. */
 void oxe_xa_init(struct xarray *xa);

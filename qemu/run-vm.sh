@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Boots a kernel under QEMU (TCG) with the host's root filesystem shared
 # read-only over 9p, runs one command in the guest and returns its exit status.
+# KUnit runs the suites of test modules when they load (tests/kverbs).
 # The console log is kept; a WARN, BUG, Oops, KASAN or lockdep report in it
 # fails the run even when the command passed.
 #
@@ -45,7 +46,7 @@ qemu_args=(
 	-device virtio-9p-pci,fsdev=out,mount_tag=oxeout
 	-netdev hubport,id=n0,hubid=0
 	-device virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56
-	-append "console=ttyS0 root=/dev/root rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=${OXE_MSIZE:-512000},cache=loose ro panic=-1 init=$OXE_ROOT/qemu/guest-init.sh OXE_ROOT=$OXE_ROOT OXE_KDIR=$kdir OXE_FLAVOUR=$flavour $extra_append"
+	-append "console=ttyS0 root=/dev/root rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=${OXE_MSIZE:-512000},cache=loose ro panic=-1 kunit.enable=1 kunit.autorun=1 init=$OXE_ROOT/qemu/guest-init.sh OXE_ROOT=$OXE_ROOT OXE_KDIR=$kdir OXE_FLAVOUR=$flavour $extra_append"
 )
 
 if [[ -n ${OXE_MONITOR:-} ]]; then

@@ -215,6 +215,9 @@ unsafe fn init_and_register(ib: *mut b::ib_device, name: &CStr, ndev: *mut b::ne
         ops.size_ib_pd = size_of::<OxePd>();
         ops.reg_user_mr = Some(mr::reg_user_mr);
         ops.dereg_mr = Some(mr::dereg_mr);
+        ops.get_dma_mr = Some(mr::get_dma_mr);
+        ops.alloc_mr = Some(mr::alloc_mr);
+        ops.map_mr_sg = Some(mr::map_mr_sg);
         ops.fill_res_mr_entry = Some(mr::fill_res_mr_entry);
         ops.create_cq = Some(cq::create_cq);
         ops.destroy_cq = Some(cq::destroy_cq);
@@ -297,7 +300,8 @@ unsafe extern "C" fn query_device(
         | b::ib_device_cap_flags_IB_DEVICE_CHANGE_PHY_PORT
         | b::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT
         | b::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID
-        | b::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN) as u64;
+        | b::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN
+        | b::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS) as u64;
     a.kernel_cap_flags = u64::from(b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
     a.max_send_sge = params::MAX_SGE as c_int;
     a.max_recv_sge = params::MAX_SGE as c_int;

@@ -22,7 +22,7 @@ use crate::key;
 /// `try_get` must only succeed while the object is live, and the object's
 /// memory must stay valid for an RCU grace period after it was removed.
 pub(crate) unsafe trait Keyed {
-    /// The key the object was published under; fixed from then on.
+    /// The key the object answers to now.
     fn key(&self) -> u32;
     /// Takes a reference unless the count has already reached zero.
     fn try_get(&self) -> bool;
@@ -109,9 +109,19 @@ impl<T: Keyed> KeyTable<T> {
     /// Looks `k` up with no lock and returns the object with a reference
     /// taken, if `k` names a live entry with this very tag.
     pub(crate) fn get(&self, k: u32) -> Option<*mut T> {
+        self.find(key::index(k), |t| t.key() == k)
+    }
+
+    /// The live entry at the index of `k`, whatever its tag: for fast
+    /// registration, which gives the MR a new tag.
+    pub(crate) fn get_index(&self, k: u32) -> Option<*mut T> {
+        self.find(key::index(k), |_| true)
+    }
+
+    fn find(&self, index: u32, ok: impl FnOnce(&T) -> bool) -> Option<*mut T> {
         let _guard = rcu::read_lock();
         // SAFETY: RCU-protected load from an initialised XArray.
-        let entry = unsafe { b::xa_load(self.xa(), key::index(k) as usize) };
+        let entry = unsafe { b::xa_load(self.xa(), index as usize) };
         // SAFETY: bit test on an entry pointer.
         if entry.is_null() || unsafe { b::oxe_xa_is_value(entry) } {
             return None;
@@ -121,7 +131,7 @@ impl<T: Keyed> KeyTable<T> {
         // removal (the `Keyed` contract).
         // SAFETY: we are inside an RCU read-side section.
         let t = unsafe { &*obj };
-        (t.key() == k && t.try_get()).then_some(obj)
+        (ok(t) && t.try_get()).then_some(obj)
     }
 }
 

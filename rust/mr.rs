@@ -13,7 +13,7 @@ use kernel::alloc::KVVec;
 use kernel::ffi::{c_int, c_ulong};
 use kernel::prelude::*;
 use kernel::sync::atomic::{ordering, Atomic};
-use kernel::sync::Completion;
+use kernel::sync::{Completion, SpinLock};
 use kernel::types::Opaque;
 
 use crate::access;
@@ -149,6 +149,40 @@ impl Drop for Pinned {
     }
 }
 
+/// What an MR maps.
+enum Kind {
+    /// User memory pinned by `reg_user_mr`; fixed for the MR's life.
+    User {
+        grant: Grant,
+        region: Region,
+        pinned: Option<Pinned>,
+    },
+    /// `get_dma_mr`: all of the kernel's linear map; an iova is a kernel
+    /// virtual address (oxe uses virtual DMA, as rdma_rxe does).
+    Dma { grant: Grant },
+    /// `alloc_mr`: mapped by `map_mr_sg`, made valid by a REG_MR work request
+    /// and invalidated by LOCAL_INV or SEND_WITH_INV. Its state changes under
+    /// the data path's feet, hence the lock.
+    Fast(Pin<KBox<SpinLock<Fast>>>),
+}
+
+/// A fast-registration MR's state. Both tables are allocated up front with
+/// room for `max_pages` calls of `set_page`, so neither mapping nor
+/// registering allocates.
+struct Fast {
+    valid: bool,
+    grant: Grant,
+    region: Region,
+    runs: KVVec<Run>,
+    /// What `map_mr_sg` built, made live by the next REG_MR.
+    staged: KVVec<Run>,
+    staged_region: Region,
+    /// Pages (PAGE_SIZE) and `set_page` calls of the staged mapping.
+    staged_pages: u64,
+    staged_calls: u32,
+    max_pages: u32,
+}
+
 /// One memory region. The RDMA core sees `ib`; the key table and the data
 /// path see the rest. Freed an RCU grace period after deregistration, since
 /// lock-free key lookups may still be reading it.
@@ -156,9 +190,9 @@ impl Drop for Pinned {
 #[repr(C)]
 pub(crate) struct OxeMr {
     ib: b::ib_mr,
-    grant: Grant,
-    region: Region,
-    pinned: Option<Pinned>,
+    kind: Kind,
+    /// The key it answers to: fixed, except for fast registration.
+    key: Atomic<u32>,
     /// The key table's reference plus one per data-path user.
     refs: Atomic<i32>,
     #[pin]
@@ -166,7 +200,7 @@ pub(crate) struct OxeMr {
     rcu: Opaque<b::callback_head>,
 }
 
-// SAFETY: shared fields are immutable after publication or atomic.
+// SAFETY: shared fields are immutable after publication, atomic or locked.
 unsafe impl Send for OxeMr {}
 // SAFETY: as above.
 unsafe impl Sync for OxeMr {}
@@ -175,7 +209,7 @@ unsafe impl Sync for OxeMr {}
 // SAFETY: `try_get` fails once the count hit zero.
 unsafe impl Keyed for OxeMr {
     fn key(&self) -> u32 {
-        self.grant.key
+        self.key.load(ordering::Relaxed)
     }
 
     fn try_get(&self) -> bool {
@@ -190,28 +224,21 @@ unsafe impl Keyed for OxeMr {
     }
 }
 
-/// A reference on a live MR, from a key lookup.
-pub(crate) struct MrRef(*mut OxeMr);
+/// Why a local operation on an MR (REG_MR, LOCAL_INV, SEND_WITH_INV) fails.
+#[derive(Debug)]
+pub(crate) struct LocalOpError;
 
-impl MrRef {
-    fn mr(&self) -> &OxeMr {
-        // SAFETY: the reference keeps the MR from being released.
-        unsafe { &*self.0 }
-    }
-
-    /// The access check of the data path: the fragments behind
-    /// `[iova, iova + len)`, or why the access is refused.
-    pub(crate) fn check(&self, req: &mtt::Request) -> Result<mtt::Cursor<'_>, mtt::AccessError> {
-        let mr = self.mr();
-        let runs = mr.pinned.as_ref().map_or(&[][..], |p| &p.runs[..]);
-        mtt::check(&mr.grant, &mr.region, runs, req)
-    }
+/// A reference on a live MR, from a lookup of `key`.
+pub(crate) struct MrRef {
+    mr: *mut OxeMr,
+    key: u32,
 }
 
 /// Runs `f` on the kernel mapping of frame `pfn`.
 fn with_page<R>(pfn: u64, f: impl FnOnce(*mut u8) -> R) -> R {
     // kmap_local_page maps the page until the matching kunmap_local.
-    // SAFETY: `pfn` is a page pinned by a live MR (the caller holds an MrRef).
+    // SAFETY: `pfn` is a page pinned by a live MR (the caller holds an MrRef)
+    // or one of the kernel's linear map.
     unsafe {
         let va = b::kmap_local_page(b::oxe_pfn_to_page(pfn as c_ulong));
         let r = f(va.cast());
@@ -220,22 +247,110 @@ fn with_page<R>(pfn: u64, f: impl FnOnce(*mut u8) -> R) -> R {
     }
 }
 
+/// Visits the fragments of `[iova, iova + len)`; false if any is missing or
+/// `f` refuses one.
+fn walk(cur: Option<mtt::Cursor<'_>>, len: u64, mut f: impl FnMut(mtt::Fragment) -> bool) -> bool {
+    let Some(cur) = cur else {
+        return false;
+    };
+    let mut done = 0u64;
+    for frag in cur {
+        if !f(frag) {
+            return false;
+        }
+        done += u64::from(frag.len);
+    }
+    done == len
+}
+
+/// The access check of an MR with no translation table (the DMA MR): any
+/// range that does not wrap.
+fn check_grant(grant: &Grant, req: &mtt::Request) -> Result<(), mtt::AccessError> {
+    mtt::check_grant(grant, req)?;
+    match req.iova.checked_add(req.len) {
+        Some(_) => Ok(()),
+        None => Err(mtt::AccessError::OutOfRange),
+    }
+}
+
 impl MrRef {
-    fn runs(&self) -> &[Run] {
-        self.mr().pinned.as_ref().map_or(&[][..], |p| &p.runs[..])
+    fn mr(&self) -> &OxeMr {
+        // SAFETY: the reference keeps the MR from being released.
+        unsafe { &*self.mr }
+    }
+
+    /// The access check of the data path: `Ok` if the MR grants `req`, or
+    /// why the access is refused.
+    pub(crate) fn check(&self, req: &mtt::Request) -> Result<(), mtt::AccessError> {
+        match &self.mr().kind {
+            Kind::User {
+                grant,
+                region,
+                pinned,
+            } => {
+                let runs = pinned.as_ref().map_or(&[][..], |p| &p.runs[..]);
+                mtt::check(grant, region, runs, req).map(|_| ())
+            }
+            Kind::Dma { grant } => check_grant(grant, req),
+            Kind::Fast(f) => {
+                let f = f.lock();
+                if !f.valid {
+                    return Err(mtt::AccessError::BadKey);
+                }
+                mtt::check(&f.grant, &f.region, &f.runs, req).map(|_| ())
+            }
+        }
+    }
+
+    /// Visits the page fragments of `[iova, iova + len)`, which the caller
+    /// checked. A fast-registration MR may have been invalidated since: then
+    /// nothing is visited.
+    fn frags(&self, iova: u64, len: u64, mut f: impl FnMut(mtt::Fragment) -> bool) -> bool {
+        match &self.mr().kind {
+            Kind::User { region, pinned, .. } => {
+                let runs = pinned.as_ref().map_or(&[][..], |p| &p.runs[..]);
+                walk(region.cursor(runs, iova, len), len, f)
+            }
+            Kind::Dma { .. } => {
+                let mut done = 0u64;
+                while done < len {
+                    let Some(va) = iova.checked_add(done) else {
+                        return false;
+                    };
+                    // SAFETY: only computes; the address is never dereferenced.
+                    let pfn = unsafe { b::oxe_virt_to_pfn(va) };
+                    if pfn < 0 {
+                        return false;
+                    }
+                    let offset = va & (PAGE_SIZE - 1);
+                    let n = (PAGE_SIZE - offset).min(len - done);
+                    let frag = mtt::Fragment {
+                        pfn: pfn as u64,
+                        offset: offset as u32,
+                        len: n as u32,
+                    };
+                    if !f(frag) {
+                        return false;
+                    }
+                    done += n;
+                }
+                true
+            }
+            Kind::Fast(m) => {
+                // Held across the copy: REG_MR and invalidation wait for it.
+                let m = m.lock();
+                if !m.valid || m.grant.key != self.key {
+                    return false;
+                }
+                walk(m.region.cursor(&m.runs, iova, len), len, f)
+            }
+        }
     }
 
     /// Copies `data` into the MR at `iova`. The caller checked the access.
     pub(crate) fn write(&self, iova: u64, data: &[u8]) -> bool {
-        let Some(cur) = self
-            .mr()
-            .region
-            .cursor(self.runs(), iova, data.len() as u64)
-        else {
-            return false;
-        };
         let mut off = 0usize;
-        for f in cur {
+        self.frags(iova, data.len() as u64, |f| {
             let len = f.len as usize;
             let Some(src) = data.get(off..off + len) else {
                 return false;
@@ -245,44 +360,98 @@ impl MrRef {
                 ptr::copy_nonoverlapping(src.as_ptr(), p.add(f.offset as usize), len)
             });
             off += len;
-        }
-        off == data.len()
+            true
+        })
     }
 
     /// Copies from the MR at `iova` into `out`. The caller checked the access.
     pub(crate) fn read(&self, iova: u64, out: &mut [u8]) -> bool {
-        let Some(cur) = self.mr().region.cursor(self.runs(), iova, out.len() as u64) else {
-            return false;
-        };
         let mut off = 0usize;
-        for f in cur {
-            let len = f.len as usize;
-            let Some(dst) = out.get_mut(off..off + len) else {
+        let len = out.len() as u64;
+        self.frags(iova, len, |f| {
+            let n = f.len as usize;
+            let Some(dst) = out.get_mut(off..off + n) else {
                 return false;
             };
             // SAFETY: the fragment lies inside the mapped page.
             with_page(f.pfn, |p| unsafe {
-                ptr::copy_nonoverlapping(p.add(f.offset as usize), dst.as_mut_ptr(), len)
+                ptr::copy_nonoverlapping(p.add(f.offset as usize), dst.as_mut_ptr(), n)
             });
-            off += len;
-        }
-        off == out.len()
+            off += n;
+            true
+        })
     }
 
     /// Applies `op` to the aligned u64 at `iova` atomically and returns the
     /// value it had. The caller checked the access and the alignment.
     pub(crate) fn atomic(&self, iova: u64, op: impl FnOnce(&Atomic<u64>) -> u64) -> Option<u64> {
-        let mut cur = self.mr().region.cursor(self.runs(), iova, 8)?;
-        let f = cur.next()?;
-        if f.len != 8 || f.offset % 8 != 0 {
-            return None;
+        let mut op = Some(op);
+        let mut orig = None;
+        let ok = self.frags(iova, 8, |f| {
+            let Some(op) = op.take() else {
+                return false;
+            };
+            if f.len != 8 || f.offset % 8 != 0 {
+                return false;
+            }
+            orig = Some(with_page(f.pfn, |p| {
+                // Other CPUs and the user may access it concurrently: atomics.
+                // SAFETY: an aligned u64 inside the mapped page.
+                let x = unsafe { Atomic::from_ptr(p.add(f.offset as usize).cast()) };
+                op(x)
+            }));
+            true
+        });
+        if ok {
+            orig
+        } else {
+            None
         }
-        Some(with_page(f.pfn, |p| {
-            // Other CPUs and the user may access it concurrently: atomics.
-            // SAFETY: an aligned u64 inside the mapped page.
-            let x = unsafe { Atomic::from_ptr(p.add(f.offset as usize).cast()) };
-            op(x)
-        }))
+    }
+
+    /// LOCAL_INV and SEND_WITH_INV: `key` must name a valid fast-registration
+    /// MR of `pd`. Other MRs cannot be invalidated, as in rdma_rxe.
+    pub(crate) fn invalidate(&self, pd: u64) -> Result<(), LocalOpError> {
+        let Kind::Fast(m) = &self.mr().kind else {
+            return Err(LocalOpError);
+        };
+        let mut m = m.lock();
+        if m.grant.pd != pd || m.grant.key != self.key {
+            return Err(LocalOpError);
+        }
+        m.valid = false;
+        Ok(())
+    }
+
+    /// REG_MR: makes the mapping of the last `map_mr_sg` live under `key`
+    /// (same index, any tag) with `access`. The MR must be free (not valid)
+    /// and belong to `pd`.
+    pub(crate) fn fast_register(&self, pd: u64, key: u32, access: u32) -> Result<(), LocalOpError> {
+        let Kind::Fast(m) = &self.mr().kind else {
+            return Err(LocalOpError);
+        };
+        if crate::key::index(key) != crate::key::index(self.key)
+            || access::check_access(access).is_err()
+        {
+            return Err(LocalOpError);
+        }
+        let mut guard = m.lock();
+        let m = &mut *guard;
+        if m.valid || m.grant.pd != pd {
+            return Err(LocalOpError);
+        }
+        m.runs.clear();
+        for run in m.staged.iter() {
+            // Same capacity as `staged`: never fails.
+            if m.runs.push_within_capacity(*run).is_err() {
+                return Err(LocalOpError);
+            }
+        }
+        m.region = m.staged_region;
+        m.grant = Grant { key, pd, access };
+        m.valid = true;
+        self.mr().key.store(key, ordering::Relaxed);
+        Ok(())
     }
 }
 
@@ -297,7 +466,16 @@ impl Drop for MrRef {
 
 /// Finds the live MR named by `key` on `dev`, without locks.
 pub(crate) fn lookup(dev: &OxeDevice, key: u32) -> Option<MrRef> {
-    dev.state()?.keys.get(key).map(MrRef)
+    dev.state()?.keys.get(key).map(|mr| MrRef { mr, key })
+}
+
+/// The MR at the index of `key`, whatever its tag (REG_MR changes the tag).
+pub(crate) fn lookup_index(dev: &OxeDevice, key: u32) -> Option<MrRef> {
+    dev.state()?.keys.get_index(key).map(|mr| {
+        // SAFETY: a reference was taken by the lookup.
+        let key = unsafe { (*mr).key.load(ordering::Relaxed) };
+        MrRef { mr, key }
+    })
 }
 
 fn to_mr(ib: *mut b::ib_mr) -> *mut OxeMr {
@@ -308,6 +486,60 @@ fn to_mr(ib: *mut b::ib_mr) -> *mut OxeMr {
 fn err_ptr<T>(e: Error) -> *mut T {
     // SAFETY: ERR_PTR encoding of a negative errno.
     unsafe { b::ERR_PTR(e.to_errno() as isize).cast() }
+}
+
+fn eopnotsupp() -> Error {
+    Error::from_errno(-(b::EOPNOTSUPP as c_int))
+}
+
+/// Allocates an MR of `kind` and publishes it under a fresh key of `pd`'s
+/// device; returns the core-visible part.
+///
+/// # Safety
+///
+/// `pd` is a live PD of an oxe device.
+unsafe fn publish(pd: *mut b::ib_pd, kind: Kind, iova: u64, length: u64) -> Result<*mut b::ib_mr> {
+    // SAFETY: the PD belongs to an oxe device.
+    let dev = unsafe { OxeDevice::from_ib((*pd).device) };
+    let state = dev.state().ok_or(ENODEV)?;
+    let mr = KBox::pin_init(
+        try_pin_init!(OxeMr {
+            ib: pin_init::zeroed(),
+            kind,
+            key: Atomic::new(0),
+            refs: Atomic::new(1),
+            released <- Completion::new(),
+            rcu: Opaque::uninit(),
+        }? Error),
+        GFP_KERNEL,
+    )?;
+    // From here on the MR is only used through this pointer; `free_rcu` frees it.
+    // SAFETY: the MR is not moved out of its allocation.
+    let mr = KBox::into_raw(unsafe { Pin::into_inner_unchecked(mr) });
+    let published = state.keys.insert(|key| {
+        // SAFETY: not yet visible to anyone else.
+        unsafe {
+            (*mr).key.store(key, ordering::Relaxed);
+            match &mut (*mr).kind {
+                Kind::User { grant, .. } | Kind::Dma { grant } => grant.key = key,
+                Kind::Fast(f) => f.lock().grant.key = key,
+            }
+            let ib = &mut (*mr).ib;
+            ib.lkey = key;
+            ib.rkey = key;
+            ib.iova = iova;
+            ib.length = length;
+            ib.page_size = PAGE_SIZE as u32;
+        }
+        mr
+    });
+    if let Err(e) = published {
+        // SAFETY: never published; we own the only pointer.
+        drop(unsafe { KBox::from_raw(mr) });
+        return Err(e);
+    }
+    // SAFETY: `ib` is the core-visible part of a live MR.
+    Ok(unsafe { ptr::addr_of_mut!((*mr).ib) })
 }
 
 /// # Safety
@@ -345,58 +577,187 @@ unsafe fn reg_user(
     let range =
         access::check_user_reg(start, length, iova, access, PAGE_SHIFT).map_err(|e| match e {
             access::RegError::Invalid => EINVAL,
-            access::RegError::NotSupported => Error::from_errno(-(b::EOPNOTSUPP as c_int)),
+            access::RegError::NotSupported => eopnotsupp(),
         })?;
-    // SAFETY: the PD belongs to an oxe device.
-    let dev = unsafe { OxeDevice::from_ib((*pd).device) };
-    let state = dev.state().ok_or(ENODEV)?;
-
     let pinned = Pinned::pin(
         range.first_page_va,
         range.npages,
         access & access::ANY_WRITE != 0,
     )?;
-    let region = Region {
-        iova,
-        length,
-        offset: range.offset,
+    let kind = Kind::User {
+        grant: Grant {
+            key: 0,
+            pd: pd::id(pd),
+            access,
+        },
+        region: Region {
+            iova,
+            length,
+            offset: range.offset,
+            page_shift: PAGE_SHIFT,
+        },
+        pinned: Some(pinned),
+    };
+    // SAFETY: per the function's contract.
+    unsafe { publish(pd, kind, iova, length) }
+}
+
+/// The DMA MR of kernel PDs: the core asks for one in `ib_alloc_pd`, for
+/// the PD's `local_dma_lkey`.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a live PD of an oxe device.
+pub(crate) unsafe extern "C" fn get_dma_mr(pd: *mut b::ib_pd, access: c_int) -> *mut b::ib_mr {
+    let access = access as u32;
+    if access::check_access(access).is_err() {
+        return err_ptr(EINVAL);
+    }
+    let kind = Kind::Dma {
+        grant: Grant {
+            key: 0,
+            pd: pd::id(pd),
+            access,
+        },
+    };
+    // SAFETY: per the function's contract.
+    match unsafe { publish(pd, kind, 0, u64::MAX) } {
+        Ok(mr) => mr,
+        Err(e) => err_ptr(e),
+    }
+}
+
+/// # Safety
+///
+/// Called by the RDMA core with a live PD of an oxe device.
+pub(crate) unsafe extern "C" fn alloc_mr(
+    pd: *mut b::ib_pd,
+    mr_type: b::ib_mr_type,
+    max_num_sg: u32,
+) -> *mut b::ib_mr {
+    // SAFETY: per the function's contract.
+    match unsafe { alloc_fast(pd, mr_type, max_num_sg) } {
+        Ok(mr) => mr,
+        Err(e) => err_ptr(e),
+    }
+}
+
+/// # Safety
+///
+/// As for [`alloc_mr`].
+unsafe fn alloc_fast(pd: *mut b::ib_pd, mr_type: b::ib_mr_type, max: u32) -> Result<*mut b::ib_mr> {
+    if mr_type != b::ib_mr_type_IB_MR_TYPE_MEM_REG {
+        return Err(eopnotsupp());
+    }
+    if max == 0 || max > crate::params::MAX_FAST_REG_PAGE_LIST_LEN {
+        return Err(EINVAL);
+    }
+    let empty = Region {
+        iova: 0,
+        length: 0,
+        offset: 0,
         page_shift: PAGE_SHIFT,
     };
-    let mr = KBox::pin_init(
-        try_pin_init!(OxeMr {
-            ib: pin_init::zeroed(),
-            grant: Grant { key: 0, pd: pd::id(pd), access },
-            region,
-            pinned: Some(pinned),
-            refs: Atomic::new(1),
-            released <- Completion::new(),
-            rcu: Opaque::uninit(),
-        }? Error),
-        GFP_KERNEL,
-    )?;
-    // From here on the MR is only used through this pointer; `free_rcu` frees it.
-    // SAFETY: the MR is not moved out of its allocation.
-    let mr = KBox::into_raw(unsafe { Pin::into_inner_unchecked(mr) });
-    let published = state.keys.insert(|key| {
-        // SAFETY: not yet visible to anyone else.
-        unsafe {
-            (*mr).grant.key = key;
-            let ib = &mut (*mr).ib;
-            ib.lkey = key;
-            ib.rkey = key;
-            ib.iova = iova;
-            ib.length = length;
-            ib.page_size = PAGE_SIZE as u32;
-        }
-        mr
-    });
-    if let Err(e) = published {
-        // SAFETY: never published; we own the only pointer.
-        drop(unsafe { KBox::from_raw(mr) });
-        return Err(e);
+    let fast = Fast {
+        valid: false,
+        grant: Grant {
+            key: 0,
+            pd: pd::id(pd),
+            access: 0,
+        },
+        region: empty,
+        runs: KVVec::with_capacity(max as usize, GFP_KERNEL)?,
+        staged: KVVec::with_capacity(max as usize, GFP_KERNEL)?,
+        staged_region: empty,
+        staged_pages: 0,
+        staged_calls: 0,
+        max_pages: max,
+    };
+    let fast = KBox::pin_init(kernel::new_spinlock!(fast, "oxe_fast_mr"), GFP_KERNEL)?;
+    // SAFETY: per the function's contract.
+    unsafe { publish(pd, Kind::Fast(fast), 0, 0) }
+}
+
+/// Records the pages behind a scatterlist (kernel virtual addresses, since
+/// oxe uses virtual DMA) as the MR's staged mapping.
+///
+/// # Safety
+///
+/// Called by the RDMA core (`ib_map_mr_sg`) for an MR of ours.
+pub(crate) unsafe extern "C" fn map_mr_sg(
+    ib: *mut b::ib_mr,
+    sg: *mut b::scatterlist,
+    sg_nents: c_int,
+    sg_offset: *mut kernel::ffi::c_uint,
+) -> c_int {
+    // SAFETY: `ib` is one of ours and live.
+    let mr = unsafe { &*to_mr(ib) };
+    let Kind::Fast(m) = &mr.kind else {
+        return EINVAL.to_errno();
+    };
+    // SAFETY: set by ib_map_mr_sg before the call.
+    let page_size = u64::from(unsafe { (*ib).page_size });
+    // Pages smaller than the CPU's cannot be told apart in the MTT.
+    if page_size < PAGE_SIZE || !page_size.is_power_of_two() {
+        return EINVAL.to_errno();
     }
-    // SAFETY: `ib` is the core-visible part of a live MR.
-    Ok(unsafe { ptr::addr_of_mut!((*mr).ib) })
+    {
+        let mut m = m.lock();
+        m.staged.clear();
+        m.staged_pages = 0;
+        m.staged_calls = 0;
+    }
+    // SAFETY: the caller's scatterlist; `set_page` gets this MR back.
+    let n = unsafe { b::ib_sg_to_pages(ib, sg, sg_nents, sg_offset, Some(set_page)) };
+    // SAFETY: ib_sg_to_pages set iova and length.
+    let (iova, length) = unsafe { ((*ib).iova, (*ib).length) };
+    m.lock().staged_region = Region {
+        iova,
+        length,
+        offset: iova & (page_size - 1),
+        page_shift: PAGE_SHIFT,
+    };
+    n
+}
+
+/// # Safety
+///
+/// Called by `ib_sg_to_pages` from [`map_mr_sg`].
+unsafe extern "C" fn set_page(ib: *mut b::ib_mr, addr: u64) -> c_int {
+    // SAFETY: `ib` is the fast MR being mapped.
+    let (mr, page_size) = unsafe { (&*to_mr(ib), u64::from((*ib).page_size)) };
+    let Kind::Fast(m) = &mr.kind else {
+        return EINVAL.to_errno();
+    };
+    let mut guard = m.lock();
+    let m = &mut *guard;
+    if m.staged_calls >= m.max_pages {
+        return ENOMEM.to_errno();
+    }
+    // SAFETY: only computes the frame of a linear-map address.
+    let pfn = unsafe { b::oxe_virt_to_pfn(addr) };
+    if pfn < 0 {
+        return EINVAL.to_errno();
+    }
+    // The linear map is physically contiguous: one run per page_size block.
+    let run = Run {
+        first: m.staged_pages,
+        pfn: pfn as u64,
+        count: page_size >> PAGE_SHIFT,
+    };
+    match m.staged.last_mut() {
+        Some(last) if last.pfn + last.count == run.pfn && last.first + last.count == run.first => {
+            last.count += run.count;
+        }
+        _ => {
+            if m.staged.push_within_capacity(run).is_err() {
+                return ENOMEM.to_errno();
+            }
+        }
+    }
+    m.staged_pages += run.count;
+    m.staged_calls += 1;
+    0
 }
 
 /// # Safety
@@ -407,15 +768,18 @@ pub(crate) unsafe extern "C" fn dereg_mr(ib: *mut b::ib_mr, _udata: *mut b::ib_u
     // SAFETY: `ib` is one of ours, live until now.
     unsafe {
         let dev = OxeDevice::from_ib((*ib).device);
+        let key = (*mr).key.load(ordering::Relaxed);
         if let Some(state) = dev.state() {
-            state.keys.remove((*mr).grant.key);
+            state.keys.remove(key);
         }
         // Drop the table's reference, then wait out data-path users.
-        drop(MrRef(mr));
+        drop(MrRef { mr, key });
         (*mr).released.wait_for_completion();
         // Unpin and unaccount now: the process sees its pins gone when
         // dereg returns.
-        drop((*mr).pinned.take());
+        if let Kind::User { pinned, .. } = &mut (*mr).kind {
+            drop(pinned.take());
+        }
         b::call_rcu((*mr).rcu.get(), Some(free_rcu));
     }
     0
@@ -444,13 +808,21 @@ pub(crate) unsafe extern "C" fn fill_res_mr_entry(
 ) -> c_int {
     // SAFETY: `ib` is one of ours and live.
     let mr = unsafe { &*to_mr(ib) };
-    let (pages, entries, bytes) = mr.pinned.as_ref().map_or((0, 0, 0), |p| {
-        (
-            p.runs.iter().map(|r| r.count).sum::<u64>(),
-            p.runs.len() as u64,
-            p.table_bytes(),
-        )
-    });
+    let (pages, entries, bytes) = match &mr.kind {
+        Kind::User { pinned, .. } => pinned.as_ref().map_or((0, 0, 0), |p| {
+            (
+                p.runs.iter().map(|r| r.count).sum::<u64>(),
+                p.runs.len() as u64,
+                p.table_bytes(),
+            )
+        }),
+        Kind::Dma { .. } => (0, 0, 0),
+        Kind::Fast(m) => {
+            let m = m.lock();
+            let bytes = (m.runs.capacity() + m.staged.capacity()) * size_of::<Run>();
+            (0, m.runs.len() as u64, bytes as u64)
+        }
+    };
     // SAFETY: `msg` is the message being built.
     let nest = unsafe { b::oxe_nl_driver_nest_start(msg) };
     if nest.is_null() {

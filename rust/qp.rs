@@ -93,6 +93,9 @@ pub(crate) struct Qp {
     pub(crate) scq: *const OxeCq,
     pub(crate) rcq: *const OxeCq,
     pub(crate) sq_sig_all: bool,
+    /// A user QP: its WQEs come from user memory, and may not use the
+    /// kernel-only opcodes (REG_MR).
+    pub(crate) user: bool,
     pub(crate) max_send_sge: u32,
     pub(crate) max_inline: u32,
     pub(crate) max_recv_sge: u32,
@@ -422,6 +425,7 @@ unsafe fn create(
                 scq,
                 rcq,
                 sq_sig_all,
+                user,
                 max_send_sge,
                 max_inline,
                 max_recv_sge,
@@ -803,6 +807,19 @@ fn post_one_send(qp: &Qp, sq: &mut SendSide, w: &b::ib_send_wr) -> Result {
             x.rkey = r.rkey;
             x.compare_add = r.compare_add;
             x.swap = r.swap;
+        }
+        wqe::wr::REG_MR => {
+            // SAFETY: `w` is embedded in an ib_reg_wr for this opcode.
+            let r = unsafe { &*ptr::from_ref(w).cast::<b::ib_reg_wr>() };
+            if r.mr.is_null() {
+                return Err(EINVAL);
+            }
+            // The MR is named by its key, not by pointer: the requester looks
+            // it up, so a WR that outlives its MR finds nothing.
+            // SAFETY: the caller's MR, live while the WR is being posted.
+            x.mr_key = unsafe { (*r.mr).lkey };
+            x.rkey = r.key;
+            x.access = r.access as u32;
         }
         _ => {}
     }

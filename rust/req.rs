@@ -14,6 +14,7 @@ use kernel::sync::Arc;
 
 use crate::access;
 use crate::bindings as b;
+use crate::mr;
 use crate::packet::{self, op, Kind, Nak};
 use crate::qp::{Attrs, Qp, SendSide, STATE_ERR, STATE_RTS};
 use crate::resp::{self, AtomicEth, Pkt, Reply, Reth};
@@ -27,6 +28,8 @@ pub(crate) fn wc_opcode(opcode: u32) -> u32 {
         wr::RDMA_READ => b::ib_wc_opcode_IB_WC_RDMA_READ,
         wr::ATOMIC_CMP_AND_SWP => b::ib_wc_opcode_IB_WC_COMP_SWAP,
         wr::ATOMIC_FETCH_AND_ADD => b::ib_wc_opcode_IB_WC_FETCH_ADD,
+        wr::LOCAL_INV => b::ib_wc_opcode_IB_WC_LOCAL_INV,
+        wr::REG_MR => b::ib_wc_opcode_IB_WC_REG_MR,
         _ => b::ib_wc_opcode_IB_WC_SEND,
     }
 }
@@ -178,6 +181,7 @@ fn execute(qp: &Qp, sq: &mut SendSide, attrs: &Attrs, w: &SendWqe) -> Outcome {
         wr::RDMA_WRITE_WITH_IMM => Kind::WriteImm,
         wr::RDMA_READ => return read(qp, sq, attrs, w),
         wr::ATOMIC_CMP_AND_SWP | wr::ATOMIC_FETCH_AND_ADD => return atomic(qp, sq, attrs, w),
+        wr::LOCAL_INV | wr::REG_MR => return local_op(qp, w),
         _ => return Outcome::Done(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR),
     };
     let src = if w.send_flags & flags::INLINE != 0 {
@@ -247,6 +251,21 @@ fn execute(qp: &Qp, sq: &mut SendSide, attrs: &Attrs, w: &SendWqe) -> Outcome {
     sq.psn = packet::psn_add(sq.psn, count);
     sq.notify = Some(dest);
     Outcome::Done(b::ib_wc_status_IB_WC_SUCCESS)
+}
+
+/// LOCAL_INV and REG_MR: no packet, only the MR changes state. Failures
+/// complete with LOC_QP_OP_ERR, as in rdma_rxe.
+fn local_op(qp: &Qp, w: &SendWqe) -> Outcome {
+    let res = match w.opcode {
+        wr::LOCAL_INV => mr::lookup(qp.dev(), w.ex).map(|m| m.invalidate(qp.pd)),
+        // Kernel QPs only: a user could write any key into its ring.
+        _ if qp.user => None,
+        _ => mr::lookup_index(qp.dev(), w.mr_key).map(|m| m.fast_register(qp.pd, w.rkey, w.access)),
+    };
+    match res {
+        Some(Ok(())) => Outcome::Done(b::ib_wc_status_IB_WC_SUCCESS),
+        _ => Outcome::Done(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR),
+    }
 }
 
 fn read(qp: &Qp, sq: &mut SendSide, attrs: &Attrs, w: &SendWqe) -> Outcome {

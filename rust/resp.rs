@@ -385,6 +385,13 @@ fn send_data(qp: &Qp, rq: &mut RecvSide, pkt: &Pkt<'_>) -> Reply {
         cqe.ex = pkt.ex;
         cqe.wc_flags |= b::ib_wc_flags_IB_WC_WITH_IMM;
     } else if matches!(pkt.opcode, op::SEND_LAST_INV | op::SEND_ONLY_INV) {
+        // The rkey must name a valid fast-registration MR of this QP's PD
+        // (class J error otherwise: the sender sees REM_INV_REQ_ERR).
+        let invalidated = mr::lookup(qp.dev(), pkt.ex).map(|m| m.invalidate(qp.pd));
+        if !matches!(invalidated, Some(Ok(()))) {
+            rq.progress = None;
+            return fatal(qp, rq, Nak::InvalidRequest);
+        }
         cqe.ex = pkt.ex;
         cqe.wc_flags |= b::ib_wc_flags_IB_WC_WITH_INVALIDATE;
     }

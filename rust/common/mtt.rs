@@ -191,13 +191,8 @@ pub struct Request {
     pub rights: u32,
 }
 
-/// The one access check, for local (lkey) and remote (rkey) use alike.
-pub fn check<'a>(
-    grant: &Grant,
-    region: &Region,
-    runs: &'a [Run],
-    req: &Request,
-) -> Result<Cursor<'a>, AccessError> {
+/// The key, PD and rights part of the access check.
+pub fn check_grant(grant: &Grant, req: &Request) -> Result<(), AccessError> {
     if req.key != grant.key {
         return Err(AccessError::BadKey);
     }
@@ -207,6 +202,17 @@ pub fn check<'a>(
     if req.rights & !grant.access != 0 {
         return Err(AccessError::NoRight);
     }
+    Ok(())
+}
+
+/// The one access check, for local (lkey) and remote (rkey) use alike.
+pub fn check<'a>(
+    grant: &Grant,
+    region: &Region,
+    runs: &'a [Run],
+    req: &Request,
+) -> Result<Cursor<'a>, AccessError> {
+    check_grant(grant, req)?;
     region
         .cursor(runs, req.iova, req.len)
         .ok_or(AccessError::OutOfRange)

@@ -49,9 +49,13 @@ pub struct SendWqe {
     pub swap: u64,
     pub length: u32,
     pub num_sge: u32,
+    /// REG_MR (kernel QPs only): the key the MR has now, and the access
+    /// rights it gets with its new key (`rkey`).
+    pub mr_key: u32,
+    pub access: u32,
 }
 
-/// IB_WR_* opcodes (= IBV_WR_*).
+/// IB_WR_* opcodes (= IBV_WR_* below 0x20).
 pub mod wr {
     pub const RDMA_WRITE: u32 = 0;
     pub const RDMA_WRITE_WITH_IMM: u32 = 1;
@@ -60,7 +64,10 @@ pub mod wr {
     pub const RDMA_READ: u32 = 4;
     pub const ATOMIC_CMP_AND_SWP: u32 = 5;
     pub const ATOMIC_FETCH_AND_ADD: u32 = 6;
-    pub const SEND_WITH_INV: u32 = 8;
+    pub const LOCAL_INV: u32 = 7;
+    pub const SEND_WITH_INV: u32 = 9;
+    /// Kernel only: not part of the user ABI.
+    pub const REG_MR: u32 = 0x20;
 }
 
 /// IB_SEND_* flags.
@@ -79,12 +86,13 @@ impl SendWqe {
         }
         let opcode = u32_at(b, 12);
         let atomic = matches!(opcode, wr::ATOMIC_CMP_AND_SWP | wr::ATOMIC_FETCH_AND_ADD);
+        let reg = opcode == wr::REG_MR;
         Some(SendWqe {
             wr_id: u64_at(b, 0),
             opcode,
             send_flags: u32_at(b, 16),
             ex: u32_at(b, 20),
-            remote_addr: u64_at(b, WR_UNION),
+            remote_addr: if reg { 0 } else { u64_at(b, WR_UNION) },
             rkey: if atomic {
                 u32_at(b, WR_UNION + 24)
             } else {
@@ -94,6 +102,8 @@ impl SendWqe {
             swap: if atomic { u64_at(b, WR_UNION + 16) } else { 0 },
             length: u32_at(b, SEND_DMA),
             num_sge: u32_at(b, SEND_DMA + 12),
+            mr_key: if reg { u32_at(b, WR_UNION) } else { 0 },
+            access: if reg { u32_at(b, WR_UNION + 12) } else { 0 },
         })
     }
 }
@@ -148,6 +158,11 @@ pub fn write_send(b: &mut [u8], w: &SendWqe, sges: &[Sge]) -> Option<()> {
     } else {
         b[WR_UNION + 8..WR_UNION + 12].copy_from_slice(&w.rkey.to_ne_bytes());
     }
+    // rxe's kernel-only `reg` member: an MR pointer there, the MR's key here.
+    if w.opcode == wr::REG_MR {
+        b[WR_UNION..WR_UNION + 8].copy_from_slice(&u64::from(w.mr_key).to_ne_bytes());
+        b[WR_UNION + 12..WR_UNION + 16].copy_from_slice(&w.access.to_ne_bytes());
+    }
     b[SEND_DMA..SEND_DMA + 4].copy_from_slice(&w.length.to_ne_bytes());
     b[SEND_DMA + 4..SEND_DMA + 8].copy_from_slice(&w.length.to_ne_bytes());
     b[SEND_DMA + 12..SEND_DMA + 16].copy_from_slice(&(sges.len() as u32).to_ne_bytes());
@@ -199,6 +214,7 @@ mod tests {
             swap: 0,
             length: 64,
             num_sge: 1,
+            ..Default::default()
         };
         let s = [Sge {
             addr: 0x2000,
@@ -229,6 +245,22 @@ mod tests {
         write_send(&mut buf, &w, &[Sge::default()]).unwrap();
         assert_eq!(u32_at(&buf, 48), 9);
         assert_eq!(u64_at(&buf, 32), 10);
+        assert_eq!(SendWqe::parse(&buf), Some(w));
+    }
+
+    #[test]
+    fn reg_mr_layout() {
+        let mut buf = [0u8; 256];
+        let w = SendWqe {
+            wr_id: 3,
+            opcode: wr::REG_MR,
+            rkey: 0x1207,
+            mr_key: 0x1206,
+            access: 0xf,
+            ..Default::default()
+        };
+        write_send(&mut buf, &w, &[]).unwrap();
+        assert_eq!(u32_at(&buf, 32), 0x1207);
         assert_eq!(SendWqe::parse(&buf), Some(w));
     }
 
