@@ -219,3 +219,21 @@ struct ib_udata *oxe_attrs_udata(struct uverbs_attr_bundle *attrs)
 {
 	return attrs ? &attrs->driver_udata : NULL;
 }
+
+unsigned long oxe_spin_lock_irqsave(spinlock_t *lock)
+{
+	unsigned long flags;
+
+	spin_lock_irqsave(lock, flags);
+	return flags;
+}
+
+bool oxe_spin_trylock_irqsave(spinlock_t *lock, unsigned long *flags)
+{
+	return spin_trylock_irqsave(lock, *flags);
+}
+
+void oxe_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags)
+{
+	spin_unlock_irqrestore(lock, flags);
+}

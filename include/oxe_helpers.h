@@ -81,6 +81,11 @@ struct nlattr *oxe_nl_driver_nest_start(struct sk_buff *msg);
 void oxe_nl_nest_end(struct sk_buff *msg, struct nlattr *nest);
 void oxe_nl_nest_cancel(struct sk_buff *msg, struct nlattr *nest);
 
+/* spin_lock_irqsave and friends are macros. */
+unsigned long oxe_spin_lock_irqsave(spinlock_t *lock);
+bool oxe_spin_trylock_irqsave(spinlock_t *lock, unsigned long *flags);
+void oxe_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags);
+
 /* True if the module @name is loaded (find_module() is not exported). */
 bool oxe_module_loaded(const char *name);
 

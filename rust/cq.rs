@@ -6,9 +6,9 @@
 use core::mem::size_of;
 use core::ptr;
 
+use crate::irqlock::{new_irq_spinlock, IrqSpinLock};
 use kernel::ffi::c_int;
 use kernel::prelude::*;
-use kernel::sync::SpinLock;
 
 use crate::bindings as b;
 use crate::device::{OxeDevice, OxeUcontext};
@@ -39,7 +39,7 @@ pub(crate) struct OxeCq {
 #[pin_data]
 struct CqState {
     #[pin]
-    inner: SpinLock<CqInner>,
+    inner: IrqSpinLock<CqInner>,
     user: bool,
 }
 
@@ -186,7 +186,7 @@ unsafe fn create(
     unsafe { (*ib).cqe = queue.capacity() as c_int };
     let state = KBox::pin_init(
         try_pin_init!(CqState {
-            inner <- kernel::new_spinlock!(CqInner { queue, notify: 0, error: false }),
+            inner <- new_irq_spinlock!(CqInner { queue, notify: 0, error: false }),
             user,
         }? Error),
         GFP_KERNEL,

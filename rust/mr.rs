@@ -13,12 +13,13 @@ use kernel::alloc::KVVec;
 use kernel::ffi::{c_int, c_ulong};
 use kernel::prelude::*;
 use kernel::sync::atomic::{ordering, Atomic};
-use kernel::sync::{Completion, SpinLock};
+use kernel::sync::Completion;
 use kernel::types::Opaque;
 
 use crate::access;
 use crate::bindings as b;
 use crate::device::OxeDevice;
+use crate::irqlock::{new_irq_spinlock, IrqSpinLock};
 use crate::keys::Keyed;
 use crate::mtt::{self, Grant, Region, Run, RunBuilder};
 use crate::pd;
@@ -163,7 +164,7 @@ enum Kind {
     /// `alloc_mr`: mapped by `map_mr_sg`, made valid by a REG_MR work request
     /// and invalidated by LOCAL_INV or SEND_WITH_INV. Its state changes under
     /// the data path's feet, hence the lock.
-    Fast(Pin<KBox<SpinLock<Fast>>>),
+    Fast(Pin<KBox<IrqSpinLock<Fast>>>),
 }
 
 /// A fast-registration MR's state. Both tables are allocated up front with
@@ -673,7 +674,7 @@ unsafe fn alloc_fast(pd: *mut b::ib_pd, mr_type: b::ib_mr_type, max: u32) -> Res
         staged_calls: 0,
         max_pages: max,
     };
-    let fast = KBox::pin_init(kernel::new_spinlock!(fast, "oxe_fast_mr"), GFP_KERNEL)?;
+    let fast = KBox::pin_init(new_irq_spinlock!(fast, "oxe_fast_mr"), GFP_KERNEL)?;
     // SAFETY: per the function's contract.
     unsafe { publish(pd, Kind::Fast(fast), 0, 0) }
 }

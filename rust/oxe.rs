@@ -17,6 +17,7 @@ use kernel::prelude::*;
 mod bindings;
 mod cq;
 mod device;
+mod irqlock;
 mod keys;
 mod link;
 mod mr;

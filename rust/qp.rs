@@ -10,13 +10,14 @@ use core::ptr;
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::atomic::{ordering, Atomic};
-use kernel::sync::{Arc, Mutex, SpinLock};
+use kernel::sync::{Arc, Mutex};
 use kernel::workqueue::{self, Work, WorkItem};
 use kernel::xarray::{AllocKind, XArray};
 
 use crate::bindings as b;
 use crate::cq::{Cqe, OxeCq};
 use crate::device::{OxeDevice, OxeUcontext};
+use crate::irqlock::{new_irq_spinlock, IrqSpinLock};
 use crate::params;
 use crate::pd;
 use crate::queue::{self, Queue};
@@ -100,11 +101,18 @@ pub(crate) struct Qp {
     pub(crate) max_inline: u32,
     pub(crate) max_recv_sge: u32,
     #[pin]
-    pub(crate) attr: SpinLock<Attrs>,
+    pub(crate) attr: IrqSpinLock<Attrs>,
     #[pin]
     pub(crate) sq: Mutex<SendSide>,
     #[pin]
     pub(crate) rq: Mutex<RecvSide>,
+    /// Kernel QPs: the producer ends of the SQ and RQ, which kernel clients
+    /// post to from any context (the rings' consumer, under `sq` and `rq`,
+    /// may sleep). None for user QPs, which write their rings themselves.
+    #[pin]
+    ksq: IrqSpinLock<Option<Queue>>,
+    #[pin]
+    krq: IrqSpinLock<Option<Queue>>,
     #[pin]
     work: Work<Qp>,
     /// Set by destroy: no more work is queued.
@@ -376,6 +384,11 @@ unsafe fn create(
         resp.sq_mi = uc.mmaps()?.offer(dev.mmap_offsets(), sq.buf())?;
     }
     let (sq_elem, rq_elem) = (sq.elem_size(), rq.elem_size());
+    let (ksq, krq) = if user {
+        (None, None)
+    } else {
+        (Some(sq.kernel_producer()), Some(rq.kernel_producer()))
+    };
     let mut sq_wqe = KVec::new();
     sq_wqe.resize(sq_elem, 0, GFP_KERNEL)?;
     let mut rq_wqe = KVec::new();
@@ -429,7 +442,7 @@ unsafe fn create(
                 max_send_sge,
                 max_inline,
                 max_recv_sge,
-                attr <- kernel::new_spinlock!(attrs),
+                attr <- new_irq_spinlock!(attrs),
                 sq <- kernel::new_mutex!(SendSide {
                     queue: sq,
                     psn: 0,
@@ -446,6 +459,8 @@ unsafe fn create(
                     payload: rq_payload,
                     deferred: None,
                 }),
+                ksq <- new_irq_spinlock!(ksq),
+                krq <- new_irq_spinlock!(krq),
                 work <- kernel::new_work!("oxe_qp"),
                 dead: Atomic::new(0),
             }? Error),
@@ -741,16 +756,19 @@ pub(crate) unsafe extern "C" fn post_send(
     }
     let mut cur = wr;
     if !cur.is_null() {
-        let mut sq = qp.sq.lock();
+        let mut ksq = qp.ksq.lock();
+        let Some(sq) = (*ksq).as_mut() else {
+            return EINVAL.to_errno();
+        };
         while !cur.is_null() {
             // SAFETY: a kernel WR chain.
             let w = unsafe { &*cur };
-            if let Err(e) = post_one_send(qp, &mut sq, w) {
+            if let Err(e) = post_one_send(qp, sq, w) {
                 if !bad.is_null() {
                     // SAFETY: the caller's out pointer.
                     unsafe { *bad = cur };
                 }
-                drop(sq);
+                drop(ksq);
                 qp.schedule();
                 return e.to_errno();
             }
@@ -761,26 +779,34 @@ pub(crate) unsafe extern "C" fn post_send(
     0
 }
 
-fn post_one_send(qp: &Qp, sq: &mut SendSide, w: &b::ib_send_wr) -> Result {
+/// The SGEs of a kernel WR.
+///
+/// # Safety
+///
+/// `list` points to `n` SGEs.
+unsafe fn sges(list: *const b::ib_sge, n: u32) -> impl ExactSizeIterator<Item = Sge> + Clone {
+    (0..n as usize).map(move |i| {
+        // SAFETY: `i < n`, per the function's contract.
+        let s = unsafe { &*list.add(i) };
+        Sge {
+            addr: s.addr,
+            length: s.length,
+            lkey: s.lkey,
+        }
+    })
+}
+
+/// Writes one kernel send WR into the SQ ring, in librxe's WQE layout, so
+/// the requester treats kernel and user QPs alike. Called in any context:
+/// nothing here allocates or sleeps.
+fn post_one_send(qp: &Qp, sq: &mut Queue, w: &b::ib_send_wr) -> Result {
     let n = w.num_sge as u32;
     if n > qp.max_send_sge {
         return Err(EINVAL);
     }
-    let mut sges = KVec::with_capacity(n as usize, GFP_KERNEL)?;
-    let mut length = 0u32;
-    for i in 0..n as usize {
-        // SAFETY: `sg_list` has `num_sge` entries.
-        let s = unsafe { &*w.sg_list.add(i) };
-        length = length.wrapping_add(s.length);
-        sges.push(
-            Sge {
-                addr: s.addr,
-                length: s.length,
-                lkey: s.lkey,
-            },
-            GFP_KERNEL,
-        )?;
-    }
+    // SAFETY: a kernel WR's `sg_list` has `num_sge` entries.
+    let list = unsafe { sges(w.sg_list, n) };
+    let length = list.clone().fold(0u32, |a, s| a.wrapping_add(s.length));
     let opcode = w.opcode;
     let mut x = wqe::SendWqe {
         // SAFETY: plain union read of the WR id.
@@ -823,11 +849,29 @@ fn post_one_send(qp: &Qp, sq: &mut SendSide, w: &b::ib_send_wr) -> Result {
         }
         _ => {}
     }
-    let elem = sq.queue.elem_size();
-    let mut buf = KVec::new();
-    buf.resize(elem, 0, GFP_KERNEL)?;
-    wqe::write_send(&mut buf, &x, &sges).ok_or(EINVAL)?;
-    sq.queue.push_shared(&buf)
+    if x.send_flags & wqe::flags::INLINE == 0 {
+        return sq.push_with(|slot| wqe::write_send(slot, &x, list));
+    }
+    // Inline: the bytes travel in the WQE, copied now from the SGEs (kernel
+    // virtual addresses: oxe uses virtual DMA).
+    if length > qp.max_inline {
+        return Err(EINVAL);
+    }
+    x.num_sge = 0;
+    sq.push_with(|slot| {
+        wqe::write_send(slot, &x, core::iter::empty())?;
+        let mut off = wqe::SEND_WQE_SGE_OFFSET;
+        for s in list {
+            let len = s.length as usize;
+            let dst = slot.get_mut(off..off + len)?;
+            // SAFETY: a kernel client's inline SGE names `length` readable
+            // bytes at a kernel virtual address.
+            let src = unsafe { core::slice::from_raw_parts(s.addr as usize as *const u8, len) };
+            dst.copy_from_slice(src);
+            off += len;
+        }
+        Some(())
+    })
 }
 
 /// Kernel receive posting (user QPs write their RQ ring directly).
@@ -844,36 +888,24 @@ pub(crate) unsafe extern "C" fn post_recv(
     let Some(qp) = (unsafe { OxeQp::get(ib) }) else {
         return EINVAL.to_errno();
     };
-    let mut rq = qp.rq.lock();
+    let mut krq = qp.krq.lock();
+    let Some(rq) = (*krq).as_mut() else {
+        return EINVAL.to_errno();
+    };
     let mut cur = wr;
     while !cur.is_null() {
         // SAFETY: a kernel WR chain.
         let w = unsafe { &*cur };
-        let res = (|| -> Result {
-            let n = w.num_sge as u32;
-            if n > qp.max_recv_sge {
-                return Err(EINVAL);
-            }
-            let mut sges = KVec::with_capacity(n as usize, GFP_KERNEL)?;
-            for i in 0..n as usize {
-                // SAFETY: `sg_list` has `num_sge` entries.
-                let s = unsafe { &*w.sg_list.add(i) };
-                sges.push(
-                    Sge {
-                        addr: s.addr,
-                        length: s.length,
-                        lkey: s.lkey,
-                    },
-                    GFP_KERNEL,
-                )?;
-            }
-            let mut buf = KVec::new();
-            buf.resize(rq.queue.elem_size(), 0, GFP_KERNEL)?;
+        let n = w.num_sge as u32;
+        let res = if n > qp.max_recv_sge {
+            Err(EINVAL)
+        } else {
+            // SAFETY: a kernel WR's `sg_list` has `num_sge` entries.
+            let list = unsafe { sges(w.sg_list, n) };
             // SAFETY: plain union read of the WR id.
             let wr_id = unsafe { *w.__bindgen_anon_1.wr_id.as_ref() };
-            wqe::write_recv(&mut buf, wr_id, &sges).ok_or(EINVAL)?;
-            rq.queue.push_shared(&buf)
-        })();
+            rq.push_with(|slot| wqe::write_recv(slot, wr_id, list))
+        };
         if let Err(e) = res {
             if !bad.is_null() {
                 // SAFETY: the caller's out pointer.

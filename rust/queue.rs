@@ -196,16 +196,30 @@ impl Queue {
         true
     }
 
-    /// Kernel producer of a kernel-consumed ring (kernel QPs): writes `data`
-    /// at the shared producer index.
-    pub(crate) fn push_shared(&mut self, data: &[u8]) -> Result {
+    /// A second handle on this ring for its kernel producer (kernel QPs),
+    /// kept apart from the consumer so posting needs no sleeping lock.
+    pub(crate) fn kernel_producer(&self) -> Queue {
+        Queue {
+            buf: self.buf.clone(),
+            log2_elem: self.log2_elem,
+            mask: self.mask,
+            index: 0,
+        }
+    }
+
+    /// Kernel producer of a kernel-consumed ring: `fill` writes the next slot
+    /// in place, which is then published. ENOMEM when the ring is full. No
+    /// allocation: kernel clients post from any context.
+    pub(crate) fn push_with(&mut self, fill: impl FnOnce(&mut [u8]) -> Option<()>) -> Result {
         let prod = self.producer();
-        if (prod + 1) & self.mask == self.index {
+        if (prod + 1) & self.mask == self.consumer() {
             return Err(ENOMEM);
         }
-        let n = data.len().min(self.elem_size());
-        // SAFETY: the slot is inside the buffer.
-        unsafe { ptr::copy_nonoverlapping(data.as_ptr(), self.slot(prod), n) };
+        // A kernel ring is never mapped to user space, and free slots are
+        // written only by this producer, under its lock.
+        // SAFETY: the slot is inside the buffer and `elem_size` long.
+        let slot = unsafe { core::slice::from_raw_parts_mut(self.slot(prod), self.elem_size()) };
+        fill(slot).ok_or(EINVAL)?;
         self.shared_index(offset_of!(b::rxe_queue_buf, producer_index))
             .store((prod + 1) & self.mask, ordering::Release);
         Ok(())

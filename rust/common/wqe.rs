@@ -140,7 +140,11 @@ pub fn sge(b: &[u8], base: usize, i: u32) -> Option<Sge> {
 }
 
 /// Writes a send WQE the way librxe does (for kernel QPs and tests).
-pub fn write_send(b: &mut [u8], w: &SendWqe, sges: &[Sge]) -> Option<()> {
+pub fn write_send(
+    b: &mut [u8],
+    w: &SendWqe,
+    sges: impl ExactSizeIterator<Item = Sge>,
+) -> Option<()> {
     let end = SEND_WQE_SGE_OFFSET.checked_add(sges.len().checked_mul(SGE_SIZE)?)?;
     if b.len() < end {
         return None;
@@ -166,7 +170,7 @@ pub fn write_send(b: &mut [u8], w: &SendWqe, sges: &[Sge]) -> Option<()> {
     b[SEND_DMA..SEND_DMA + 4].copy_from_slice(&w.length.to_ne_bytes());
     b[SEND_DMA + 4..SEND_DMA + 8].copy_from_slice(&w.length.to_ne_bytes());
     b[SEND_DMA + 12..SEND_DMA + 16].copy_from_slice(&(sges.len() as u32).to_ne_bytes());
-    for (i, s) in sges.iter().enumerate() {
+    for (i, s) in sges.enumerate() {
         let o = SEND_WQE_SGE_OFFSET + i * SGE_SIZE;
         b[o..o + 8].copy_from_slice(&s.addr.to_ne_bytes());
         b[o + 8..o + 12].copy_from_slice(&s.length.to_ne_bytes());
@@ -176,18 +180,22 @@ pub fn write_send(b: &mut [u8], w: &SendWqe, sges: &[Sge]) -> Option<()> {
 }
 
 /// Writes a receive WQE the way librxe does.
-pub fn write_recv(b: &mut [u8], wr_id: u64, sges: &[Sge]) -> Option<()> {
+pub fn write_recv(
+    b: &mut [u8],
+    wr_id: u64,
+    sges: impl ExactSizeIterator<Item = Sge> + Clone,
+) -> Option<()> {
     let end = RECV_WQE_SGE_OFFSET.checked_add(sges.len().checked_mul(SGE_SIZE)?)?;
     if b.len() < end {
         return None;
     }
     b[..end].fill(0);
     b[0..8].copy_from_slice(&wr_id.to_ne_bytes());
-    let len: u32 = sges.iter().map(|s| s.length).fold(0, u32::wrapping_add);
+    let len: u32 = sges.clone().map(|s| s.length).fold(0, u32::wrapping_add);
     b[RECV_DMA..RECV_DMA + 4].copy_from_slice(&len.to_ne_bytes());
     b[RECV_DMA + 4..RECV_DMA + 8].copy_from_slice(&len.to_ne_bytes());
     b[RECV_DMA + 12..RECV_DMA + 16].copy_from_slice(&(sges.len() as u32).to_ne_bytes());
-    for (i, s) in sges.iter().enumerate() {
+    for (i, s) in sges.enumerate() {
         let o = RECV_WQE_SGE_OFFSET + i * SGE_SIZE;
         b[o..o + 8].copy_from_slice(&s.addr.to_ne_bytes());
         b[o + 8..o + 12].copy_from_slice(&s.length.to_ne_bytes());
@@ -221,7 +229,7 @@ mod tests {
             length: 64,
             lkey: 0x205,
         }];
-        write_send(&mut buf, &w, &s).unwrap();
+        write_send(&mut buf, &w, s.iter().copied()).unwrap();
         assert_eq!(SendWqe::parse(&buf), Some(w));
         assert_eq!(sge(&buf, SEND_WQE_SGE_OFFSET, 0), Some(s[0]));
         assert_eq!(sge(&buf, SEND_WQE_SGE_OFFSET, 3), None);
@@ -242,7 +250,7 @@ mod tests {
             num_sge: 1,
             ..Default::default()
         };
-        write_send(&mut buf, &w, &[Sge::default()]).unwrap();
+        write_send(&mut buf, &w, [Sge::default()].into_iter()).unwrap();
         assert_eq!(u32_at(&buf, 48), 9);
         assert_eq!(u64_at(&buf, 32), 10);
         assert_eq!(SendWqe::parse(&buf), Some(w));
@@ -259,7 +267,7 @@ mod tests {
             access: 0xf,
             ..Default::default()
         };
-        write_send(&mut buf, &w, &[]).unwrap();
+        write_send(&mut buf, &w, [].into_iter()).unwrap();
         assert_eq!(u32_at(&buf, 32), 0x1207);
         assert_eq!(SendWqe::parse(&buf), Some(w));
     }
@@ -272,7 +280,7 @@ mod tests {
             length: 2,
             lkey: 3,
         }];
-        write_recv(&mut buf, 42, &s).unwrap();
+        write_recv(&mut buf, 42, s.iter().copied()).unwrap();
         assert_eq!(
             RecvWqe::parse(&buf),
             Some(RecvWqe {

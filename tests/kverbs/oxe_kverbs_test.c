@@ -431,6 +431,43 @@ static void local_inv_wrong_tag(struct kunit *test)
 	unmap_sg(c);
 }
 
+/*
+ * ULPs post and poll from softirq context (IB_POLL_SOFTIRQ completion
+ * handlers) and under their own spinlocks: nothing of oxe's may sleep there.
+ * The debug flavour's DEBUG_ATOMIC_SLEEP and lockdep watch this case.
+ */
+static void post_poll_atomic(struct kunit *test)
+{
+	struct ctx *c = test->priv;
+	struct ib_sge rs = { .addr = c->dma[0], .length = 64, .lkey = c->pd->local_dma_lkey };
+	struct ib_recv_wr rwr = { .sg_list = &rs, .num_sge = 1, .wr_id = 3 };
+	struct ib_sge ss = { .addr = c->dma[1], .length = 64, .lkey = c->pd->local_dma_lkey };
+	struct ib_send_wr swr = { .opcode = IB_WR_SEND, .sg_list = &ss, .num_sge = 1,
+				  .send_flags = IB_SEND_SIGNALED };
+	unsigned long end = jiffies + 30 * HZ, flags;
+	struct ib_wc wc[2];
+	int got = 0, ret;
+
+	local_bh_disable();
+	ret = ib_post_recv(c->qp[0], &rwr, NULL);
+	local_bh_enable();
+	KUNIT_ASSERT_EQ(test, ret, 0);
+	local_irq_save(flags);
+	ret = ib_post_send(c->qp[1], &swr, NULL);
+	local_irq_restore(flags);
+	KUNIT_ASSERT_EQ(test, ret, 0);
+	while (got < 2 && time_before(jiffies, end)) {
+		local_bh_disable();
+		got += ib_poll_cq(c->cq[got == 0 ? 1 : 0], 1, &wc[got]);
+		local_bh_enable();
+		usleep_range(100, 1000);
+	}
+	KUNIT_ASSERT_EQ(test, got, 2);
+	KUNIT_EXPECT_EQ(test, wc[0].status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_EQ(test, wc[1].status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_EQ(test, wc[1].wr_id, 3);
+}
+
 /* Limits: no more pages than max_num_sg; too large a page list is refused. */
 static void frmr_limits(struct kunit *test)
 {
@@ -464,6 +501,7 @@ static struct kunit_case oxe_kverbs_cases[] = {
 	KUNIT_CASE(reg_mr_twice),
 	KUNIT_CASE(local_inv_wrong_tag),
 	KUNIT_CASE(frmr_limits),
+	KUNIT_CASE(post_poll_atomic),
 	{}
 };
 
