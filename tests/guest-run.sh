@@ -12,7 +12,7 @@ for t in $tests; do
 	name=$(basename "$t" .sh)
 	t=tests/guest/$name.sh
 	echo "# ---- $name"
-	timeout -k 5 "${OXE_TEST_TIMEOUT:-600}" sh "$t" 2>&1 | tee "$OXE_OUT/ktap/$name.ktap"
+	timeout -k 5 "${OXE_TEST_TIMEOUT:-1200}" sh "$t" 2>&1 | tee "$OXE_OUT/ktap/$name.ktap"
 	# Every case leaves the kernel as it found it: no device, no module.
 	if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ] || [ -d /sys/module/rdma_oxe ] ||
 	   [ -d /sys/module/rdma_rxe ]; then
