@@ -215,6 +215,7 @@ unsafe fn init_and_register(ib: *mut b::ib_device, name: &CStr, ndev: *mut b::ne
         ops.size_ib_pd = size_of::<OxePd>();
         ops.reg_user_mr = Some(mr::reg_user_mr);
         ops.dereg_mr = Some(mr::dereg_mr);
+        ops.rereg_user_mr = Some(mr::rereg_user_mr);
         ops.get_dma_mr = Some(mr::get_dma_mr);
         ops.alloc_mr = Some(mr::alloc_mr);
         ops.map_mr_sg = Some(mr::map_mr_sg);

@@ -152,9 +152,11 @@ impl Drop for Pinned {
 
 /// What an MR maps.
 enum Kind {
-    /// User memory pinned by `reg_user_mr`; fixed for the MR's life.
+    /// User memory pinned by `reg_user_mr`. The translation is fixed for the
+    /// MR's life; `rereg_user_mr` may change the PD and the rights.
     User {
-        grant: Grant,
+        pd: Atomic<u64>,
+        access: Atomic<u32>,
         region: Region,
         pinned: Option<Pinned>,
     },
@@ -285,12 +287,18 @@ impl MrRef {
     pub(crate) fn check(&self, req: &mtt::Request) -> Result<(), mtt::AccessError> {
         match &self.mr().kind {
             Kind::User {
-                grant,
+                pd,
+                access,
                 region,
                 pinned,
             } => {
+                let grant = Grant {
+                    key: self.mr().key.load(ordering::Relaxed),
+                    pd: pd.load(ordering::Relaxed),
+                    access: access.load(ordering::Relaxed),
+                };
                 let runs = pinned.as_ref().map_or(&[][..], |p| &p.runs[..]);
-                mtt::check(grant, region, runs, req).map(|_| ())
+                mtt::check(&grant, region, runs, req).map(|_| ())
             }
             Kind::Dma { grant } => check_grant(grant, req),
             Kind::Fast(f) => {
@@ -522,7 +530,8 @@ unsafe fn publish(pd: *mut b::ib_pd, kind: Kind, iova: u64, length: u64) -> Resu
         unsafe {
             (*mr).key.store(key, ordering::Relaxed);
             match &mut (*mr).kind {
-                Kind::User { grant, .. } | Kind::Dma { grant } => grant.key = key,
+                Kind::User { .. } => {}
+                Kind::Dma { grant } => grant.key = key,
                 Kind::Fast(f) => f.lock().grant.key = key,
             }
             let ib = &mut (*mr).ib;
@@ -586,11 +595,8 @@ unsafe fn reg_user(
         access & access::ANY_WRITE != 0,
     )?;
     let kind = Kind::User {
-        grant: Grant {
-            key: 0,
-            pd: pd::id(pd),
-            access,
-        },
+        pd: Atomic::new(pd::id(pd)),
+        access: Atomic::new(access),
         region: Region {
             iova,
             length,
@@ -601,6 +607,119 @@ unsafe fn reg_user(
     };
     // SAFETY: per the function's contract.
     unsafe { publish(pd, kind, iova, length) }
+}
+
+/// Re-registration. A new PD and new rights are changed in place (keys and
+/// translation stay), except that write rights on pages pinned read-only are
+/// refused (EOPNOTSUPP): they may be shared copy-on-write, and writing them
+/// needs pinning anew. A new translation is a new MR, pinned and keyed
+/// afresh; the core then destroys the old one, whose keys die with it.
+///
+/// # Safety
+///
+/// Called by the RDMA core for REREG_MR with a live user MR and a live PD of
+/// this device.
+pub(crate) unsafe extern "C" fn rereg_user_mr(
+    ib: *mut b::ib_mr,
+    flags: c_int,
+    start: u64,
+    length: u64,
+    iova: u64,
+    access: c_int,
+    pd: *mut b::ib_pd,
+    udata: *mut b::ib_udata,
+) -> *mut b::ib_mr {
+    let flags = flags as u32;
+    if flags & b::ib_mr_rereg_flags_IB_MR_REREG_TRANS != 0 {
+        // SAFETY: per the function's contract.
+        return match unsafe {
+            rereg_trans(ib, flags, start, length, iova, access as u32, pd, udata)
+        } {
+            Ok(mr) => mr,
+            Err(e) => err_ptr(e),
+        };
+    }
+    // SAFETY: per the function's contract.
+    match unsafe { rereg(ib, flags, access as u32, pd, udata) } {
+        // The same MR, changed: the core keeps it.
+        Ok(()) => ptr::null_mut(),
+        Err(e) => err_ptr(e),
+    }
+}
+
+/// A new translation: a new MR with the old rights unless new ones are given.
+///
+/// # Safety
+///
+/// As for [`rereg_user_mr`].
+#[allow(clippy::too_many_arguments)]
+unsafe fn rereg_trans(
+    ib: *mut b::ib_mr,
+    flags: u32,
+    start: u64,
+    length: u64,
+    iova: u64,
+    new_access: u32,
+    pd: *mut b::ib_pd,
+    udata: *mut b::ib_udata,
+) -> Result<*mut b::ib_mr> {
+    // SAFETY: `ib` is one of ours and live.
+    let mr = unsafe { &*to_mr(ib) };
+    let Kind::User { access, .. } = &mr.kind else {
+        return Err(EINVAL);
+    };
+    let access = if flags & b::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0 {
+        new_access
+    } else {
+        access.load(ordering::Relaxed)
+    };
+    // SAFETY: `pd` is the (new or unchanged) live PD of this device.
+    unsafe { reg_user(pd, start, length, iova, access, udata) }
+}
+
+/// # Safety
+///
+/// As for [`rereg_user_mr`].
+unsafe fn rereg(
+    ib: *mut b::ib_mr,
+    flags: u32,
+    new_access: u32,
+    pd: *mut b::ib_pd,
+    udata: *mut b::ib_udata,
+) -> Result {
+    // SAFETY: `udata` is the command's udata.
+    kernel::error::to_result(unsafe { b::oxe_udata_in_empty(udata) })?;
+    // SAFETY: `ib` is one of ours and live.
+    let mr = unsafe { &*to_mr(ib) };
+    let Kind::User {
+        pd: mr_pd,
+        access,
+        pinned,
+        ..
+    } = &mr.kind
+    else {
+        return Err(EINVAL);
+    };
+    let set_access = flags & b::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0;
+    if set_access {
+        access::check_access(new_access).map_err(|e| match e {
+            access::RegError::Invalid => EINVAL,
+            access::RegError::NotSupported => eopnotsupp(),
+        })?;
+        let writable = pinned.as_ref().is_some_and(|p| p.dirty);
+        if new_access & access::ANY_WRITE != 0 && !writable {
+            return Err(eopnotsupp());
+        }
+    }
+    // Checked above: from here on nothing fails. Accesses already checked
+    // finish under the old rights; new ones see the new.
+    if flags & b::ib_mr_rereg_flags_IB_MR_REREG_PD != 0 {
+        mr_pd.store(pd::id(pd), ordering::Relaxed);
+    }
+    if set_access {
+        access.store(new_access, ordering::Relaxed);
+    }
+    Ok(())
 }
 
 /// The DMA MR of kernel PDs: the core asks for one in `ib_alloc_pd`, for

@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
+#include <rdma/ib_user_verbs.h>
 
 #include "kselftest_harness.h"
 #include "oxe_test.h"
@@ -365,6 +366,114 @@ TEST_F(dp, rkey_from_another_pd)
 	ASSERT_NE(NULL, foreign);
 	error_case(_metadata, self, IBV_WR_RDMA_WRITE, (uintptr_t)self->b.buf, foreign->rkey,
 		   IBV_WC_REM_ACCESS_ERR);
+}
+
+/*
+ * librxe has no rereg_mr, so ibv_rereg_mr stops in user space; the kernel
+ * command is still there for anyone who writes it to the uverbs file, as
+ * libibverbs' ibv_cmd_rereg_mr would. Returns 0 or -errno.
+ */
+static int rereg(struct ibv_mr *mr, int flags, struct ibv_pd *pd, int access, uint32_t *rkey)
+{
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_rereg_mr cmd;
+	} req = {
+		.hdr = { .command = IB_USER_VERBS_CMD_REREG_MR, .in_words = sizeof(req) / 4,
+			 .out_words = sizeof(struct ib_uverbs_rereg_mr_resp) / 4 },
+	};
+	struct ib_uverbs_rereg_mr_resp resp = {};
+
+	req.cmd.response = (uintptr_t)&resp;
+	req.cmd.mr_handle = mr->handle;
+	req.cmd.flags = flags;
+	req.cmd.start = (uintptr_t)mr->addr;
+	req.cmd.length = mr->length;
+	req.cmd.hca_va = (uintptr_t)mr->addr;
+	req.cmd.pd_handle = pd ? pd->handle : 0;
+	req.cmd.access_flags = access;
+	if (write(mr->context->cmd_fd, &req, sizeof(req)) != sizeof(req))
+		return -errno;
+	if (rkey)
+		*rkey = resp.rkey;
+	return 0;
+}
+
+/* Re-registration drops REMOTE_WRITE: READ still works, WRITE no longer. */
+TEST_F(dp, rereg_access_takes_effect)
+{
+	struct ibv_mr *mr = ibv_reg_mr(self->b.pd, self->b.buf, 4096, ACC_ALL);
+	struct ibv_wc wc;
+	uint32_t rkey = 0;
+
+	ASSERT_NE(NULL, mr);
+	ASSERT_EQ(0, rereg(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL,
+			   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, &rkey));
+	EXPECT_EQ(mr->rkey, rkey);
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_RDMA_READ, self->a.buf, 64, self->a.mr->lkey,
+			  (uintptr_t)self->b.buf, mr->rkey, 1));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	error_case(_metadata, self, IBV_WR_RDMA_WRITE, (uintptr_t)self->b.buf, mr->rkey,
+		   IBV_WC_REM_ACCESS_ERR);
+}
+
+/*
+ * A new translation: the MR now maps another buffer under a new rkey, the old
+ * rkey is dead, and the old pages are unpinned.
+ */
+TEST_F(dp, rereg_translation_moves_the_mr)
+{
+	size_t len = 64 << 10;
+	char *old = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *new = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct ibv_mr *mr;
+	uint32_t old_rkey, rkey = 0;
+	long pinned;
+	struct ibv_wc wc;
+
+	ASSERT_NE(MAP_FAILED, old);
+	ASSERT_NE(MAP_FAILED, new);
+	memset(new, 0, len);
+	mr = ibv_reg_mr(self->b.pd, old, len, ACC_ALL);
+	ASSERT_NE(NULL, mr);
+	old_rkey = mr->rkey;
+	pinned = vmpin_kb();
+	mr->addr = new;
+	ASSERT_EQ(0, rereg(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, 0, &rkey));
+	EXPECT_NE(old_rkey, rkey);
+	/* Same size pinned: the old pages went with the old MR. */
+	EXPECT_EQ(pinned, vmpin_kb());
+	memset(self->a.buf, 'n', 64);
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_RDMA_WRITE, self->a.buf, 64, self->a.mr->lkey,
+			  (uintptr_t)new + 100, rkey, 1));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(0, memcmp(self->a.buf, new + 100, 64));
+	error_case(_metadata, self, IBV_WR_RDMA_WRITE, (uintptr_t)old, old_rkey,
+		   IBV_WC_REM_ACCESS_ERR);
+	for (int i = 0; i < 64; i++)
+		ASSERT_EQ(0, old[i]);
+}
+
+/* Re-registration into another PD: the QP's PD no longer matches. */
+TEST_F(dp, rereg_pd_moves_the_mr)
+{
+	struct ibv_mr *mr = ibv_reg_mr(self->b.pd, self->b.buf, 4096, ACC_ALL);
+	struct ibv_mr *ro = ibv_reg_mr(self->b.pd, self->b.buf, 4096, IBV_ACCESS_REMOTE_READ);
+	struct ibv_pd *other = ibv_alloc_pd(self->ctx);
+
+	ASSERT_NE(NULL, mr);
+	ASSERT_NE(NULL, ro);
+	ASSERT_NE(NULL, other);
+	/* Write rights need pages pinned for write. */
+	EXPECT_EQ(-EOPNOTSUPP, rereg(ro, IBV_REREG_MR_CHANGE_ACCESS, NULL, ACC_ALL, NULL));
+	EXPECT_EQ(-EINVAL, rereg(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, IBV_ACCESS_REMOTE_WRITE, NULL));
+	ASSERT_EQ(0, rereg(mr, IBV_REREG_MR_CHANGE_PD, other, 0, NULL));
+	error_case(_metadata, self, IBV_WR_RDMA_WRITE, (uintptr_t)self->b.buf, mr->rkey,
+		   IBV_WC_REM_ACCESS_ERR);
+	ASSERT_EQ(0, ibv_dereg_mr(mr));
+	ASSERT_EQ(0, ibv_dealloc_pd(other));
 }
 
 TEST_F(dp, atomic_to_unaligned_address)
