@@ -139,7 +139,8 @@ static int ctx_init(struct kunit *test)
 			.qp_type = IB_QPT_RC,
 			.sq_sig_type = IB_SIGNAL_ALL_WR,
 			.cap = { .max_send_wr = 16, .max_recv_wr = 16,
-				 .max_send_sge = 2, .max_recv_sge = 2 },
+				 .max_send_sge = 2, .max_recv_sge = 2,
+				 .max_inline_data = 64 },
 		};
 
 		c->cq[i] = ib_alloc_cq(c->ibdev, NULL, 64, 0, IB_POLL_DIRECT);
@@ -295,6 +296,49 @@ static void dma_mr_send_recv(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, wc.wr_id, 7);
 	KUNIT_EXPECT_NULL(test, memchr_inv(c->buf[0], 0x5a, 3000));
 	KUNIT_EXPECT_NULL(test, memchr_inv(c->buf[0] + 3000, 0, BUF - 3000));
+}
+
+/* Inline data from two kernel buffers travels in the WQE; an atomic lands in a fast MR. */
+static void inline_send_and_atomic(struct kunit *test)
+{
+	struct ctx *c = test->priv;
+	struct ib_mr *mr = map_frmr(test, c);
+	struct ib_sge rs = { .addr = c->dma[0], .length = 64, .lkey = c->pd->local_dma_lkey };
+	struct ib_recv_wr rwr = { .sg_list = &rs, .num_sge = 1 };
+	char *src = c->buf[1];
+	struct ib_sge ss[2] = {
+		{ .addr = c->dma[1], .length = 10 },
+		{ .addr = c->dma[1] + 100, .length = 6 },
+	};
+	struct ib_send_wr swr = { .opcode = IB_WR_SEND, .sg_list = ss, .num_sge = 2,
+				  .send_flags = IB_SEND_SIGNALED | IB_SEND_INLINE };
+	struct ib_sge as = { .addr = c->dma[1] + 256, .length = 8, .lkey = c->pd->local_dma_lkey };
+	struct ib_atomic_wr awr = {
+		.wr = { .opcode = IB_WR_ATOMIC_FETCH_AND_ADD, .sg_list = &as, .num_sge = 1,
+			.send_flags = IB_SEND_SIGNALED },
+		.rkey = mr->rkey, .remote_addr = mr->iova + PAGE_SIZE - 512, .compare_add = 5,
+	};
+	struct ib_wc wc;
+
+	memcpy(src, "0123456789", 10);
+	memcpy(src + 100, "abcdef", 6);
+	KUNIT_ASSERT_EQ(test, ib_post_recv(c->qp[0], &rwr, NULL), 0);
+	KUNIT_ASSERT_EQ(test, post(c, 1, &swr), 0);
+	/* The WQE holds its own copy: the buffer may change at once. */
+	memset(src, 0, 128);
+	KUNIT_EXPECT_EQ(test, poll_wc(c, 1).status, IB_WC_SUCCESS);
+	wc = poll_wc(c, 0);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_EQ(test, wc.byte_len, 16);
+	KUNIT_EXPECT_EQ(test, memcmp(c->buf[0], "0123456789abcdef", 16), 0);
+
+	KUNIT_ASSERT_EQ(test, reg_mr(c, mr, RW | IB_ACCESS_REMOTE_ATOMIC), IB_WC_SUCCESS);
+	*(u64 *)page_address(c->pages[1]) = 37;
+	KUNIT_ASSERT_EQ(test, post(c, 1, &awr.wr), 0);
+	KUNIT_EXPECT_EQ(test, poll_wc(c, 1).status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_EQ(test, *(u64 *)(c->buf[1] + 256), 37);
+	KUNIT_EXPECT_EQ(test, *(u64 *)page_address(c->pages[1]), 42);
+	unmap_sg(c);
 }
 
 /* REG_MR, then WRITE and READ across the MR's page boundary. */
@@ -493,6 +537,7 @@ static void frmr_limits(struct kunit *test)
 static struct kunit_case oxe_kverbs_cases[] = {
 	KUNIT_CASE(dma_mr_send_recv),
 	KUNIT_CASE(frmr_write_read),
+	KUNIT_CASE(inline_send_and_atomic),
 	KUNIT_CASE(frmr_local_inv),
 	KUNIT_CASE(frmr_send_with_inv),
 	KUNIT_CASE(send_with_inv_bad_key),
