@@ -501,6 +501,18 @@ fn eopnotsupp() -> Error {
     Error::from_errno(-(b::EOPNOTSUPP as c_int))
 }
 
+fn reg_errno(e: access::RegError) -> Error {
+    match e {
+        access::RegError::Invalid => EINVAL,
+        access::RegError::NotSupported => eopnotsupp(),
+    }
+}
+
+/// The core's convention for verbs that return an MR: the MR or ERR_PTR.
+fn mr_or_err(r: Result<*mut b::ib_mr>) -> *mut b::ib_mr {
+    r.unwrap_or_else(err_ptr)
+}
+
 /// Allocates an MR of `kind` and publishes it under a fresh key of `pd`'s
 /// device; returns the core-visible part.
 ///
@@ -565,10 +577,7 @@ pub(crate) unsafe extern "C" fn reg_user_mr(
     udata: *mut b::ib_udata,
 ) -> *mut b::ib_mr {
     // SAFETY: per the function's contract.
-    match unsafe { reg_user(pd, start, length, iova, access as u32, udata) } {
-        Ok(mr) => mr,
-        Err(e) => err_ptr(e),
-    }
+    mr_or_err(unsafe { reg_user(pd, start, length, iova, access as u32, udata) })
 }
 
 /// # Safety
@@ -585,10 +594,7 @@ unsafe fn reg_user(
     // SAFETY: `udata` is the command's udata.
     kernel::error::to_result(unsafe { b::oxe_udata_in_empty(udata) })?;
     let range =
-        access::check_user_reg(start, length, iova, access, PAGE_SHIFT).map_err(|e| match e {
-            access::RegError::Invalid => EINVAL,
-            access::RegError::NotSupported => eopnotsupp(),
-        })?;
+        access::check_user_reg(start, length, iova, access, PAGE_SHIFT).map_err(reg_errno)?;
     let pinned = Pinned::pin(
         range.first_page_va,
         range.npages,
@@ -632,12 +638,9 @@ pub(crate) unsafe extern "C" fn rereg_user_mr(
     let flags = flags as u32;
     if flags & b::ib_mr_rereg_flags_IB_MR_REREG_TRANS != 0 {
         // SAFETY: per the function's contract.
-        return match unsafe {
+        return mr_or_err(unsafe {
             rereg_trans(ib, flags, start, length, iova, access as u32, pd, udata)
-        } {
-            Ok(mr) => mr,
-            Err(e) => err_ptr(e),
-        };
+        });
     }
     // SAFETY: per the function's contract.
     match unsafe { rereg(ib, flags, access as u32, pd, udata) } {
@@ -702,10 +705,7 @@ unsafe fn rereg(
     };
     let set_access = flags & b::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0;
     if set_access {
-        access::check_access(new_access).map_err(|e| match e {
-            access::RegError::Invalid => EINVAL,
-            access::RegError::NotSupported => eopnotsupp(),
-        })?;
+        access::check_access(new_access).map_err(reg_errno)?;
         let writable = pinned.as_ref().is_some_and(|p| p.dirty);
         if new_access & access::ANY_WRITE != 0 && !writable {
             return Err(eopnotsupp());
@@ -741,10 +741,7 @@ pub(crate) unsafe extern "C" fn get_dma_mr(pd: *mut b::ib_pd, access: c_int) -> 
         },
     };
     // SAFETY: per the function's contract.
-    match unsafe { publish(pd, kind, 0, u64::MAX) } {
-        Ok(mr) => mr,
-        Err(e) => err_ptr(e),
-    }
+    mr_or_err(unsafe { publish(pd, kind, 0, u64::MAX) })
 }
 
 /// # Safety
@@ -756,10 +753,7 @@ pub(crate) unsafe extern "C" fn alloc_mr(
     max_num_sg: u32,
 ) -> *mut b::ib_mr {
     // SAFETY: per the function's contract.
-    match unsafe { alloc_fast(pd, mr_type, max_num_sg) } {
-        Ok(mr) => mr,
-        Err(e) => err_ptr(e),
-    }
+    mr_or_err(unsafe { alloc_fast(pd, mr_type, max_num_sg) })
 }
 
 /// # Safety
