@@ -6,12 +6,12 @@
 use core::mem::size_of;
 use core::ptr;
 
-use crate::irqlock::{new_irq_spinlock, IrqSpinLock};
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 
 use crate::bindings as b;
 use crate::device::{OxeDevice, OxeUcontext};
+use crate::irqlock::{new_irq_spinlock, IrqSpinLock};
 use crate::params;
 use crate::queue::{self, Queue};
 
@@ -161,7 +161,7 @@ unsafe fn create(
         ((*attr).cqe, (*attr).flags, udata)
     };
     if flags != 0 {
-        return Err(Error::from_errno(-(b::EOPNOTSUPP as c_int)));
+        return Err(crate::eopnotsupp());
     }
     if !(1..=params::MAX_CQE).contains(&cqe) {
         return Err(EINVAL);

@@ -28,8 +28,8 @@ macro_rules! new_irq_spinlock {
 }
 pub(crate) use new_irq_spinlock;
 
-// SAFETY: a `spinlock_t` taken with interrupts saved and disabled provides
-// mutual exclusion; `unlock` restores the state `lock` saved.
+// `unlock` restores the interrupt state `lock` saved.
+// SAFETY: a `spinlock_t` taken with interrupts disabled excludes all others.
 unsafe impl Backend for IrqSaveBackend {
     type State = b::spinlock_t;
     type GuardState = c_ulong;

@@ -19,6 +19,7 @@ use kernel::types::Opaque;
 use crate::access;
 use crate::bindings as b;
 use crate::device::OxeDevice;
+use crate::eopnotsupp;
 use crate::irqlock::{new_irq_spinlock, IrqSpinLock};
 use crate::keys::Keyed;
 use crate::mtt::{self, Grant, Region, Run, RunBuilder};
@@ -239,9 +240,10 @@ pub(crate) struct MrRef {
 
 /// Runs `f` on the kernel mapping of frame `pfn`.
 fn with_page<R>(pfn: u64, f: impl FnOnce(*mut u8) -> R) -> R {
-    // kmap_local_page maps the page until the matching kunmap_local.
-    // SAFETY: `pfn` is a page pinned by a live MR (the caller holds an MrRef)
-    // or one of the kernel's linear map.
+    // kmap_local_page maps the page until the matching kunmap_local; `pfn`
+    // is a page pinned by a live MR (the caller holds an MrRef) or one of the
+    // kernel's linear map.
+    // SAFETY: a live page, mapped and unmapped in this scope.
     unsafe {
         let va = b::kmap_local_page(b::oxe_pfn_to_page(pfn as c_ulong));
         let r = f(va.cast());
@@ -420,7 +422,7 @@ impl MrRef {
 
     /// LOCAL_INV and SEND_WITH_INV: `key` must name a valid fast-registration
     /// MR of `pd`. Other MRs cannot be invalidated, as in rdma_rxe.
-    pub(crate) fn invalidate(&self, pd: u64) -> Result<(), LocalOpError> {
+    fn invalidate(&self, pd: u64) -> Result<(), LocalOpError> {
         let Kind::Fast(m) = &self.mr().kind else {
             return Err(LocalOpError);
         };
@@ -478,6 +480,12 @@ pub(crate) fn lookup(dev: &OxeDevice, key: u32) -> Option<MrRef> {
     dev.state()?.keys.get(key).map(|mr| MrRef { mr, key })
 }
 
+/// LOCAL_INV and SEND_WITH_INV: invalidates the fast MR `key` names, if it
+/// is one of `pd`'s.
+pub(crate) fn invalidate(dev: &OxeDevice, key: u32, pd: u64) -> bool {
+    lookup(dev, key).is_some_and(|m| m.invalidate(pd).is_ok())
+}
+
 /// The MR at the index of `key`, whatever its tag (REG_MR changes the tag).
 pub(crate) fn lookup_index(dev: &OxeDevice, key: u32) -> Option<MrRef> {
     dev.state()?.keys.get_index(key).map(|mr| {
@@ -495,10 +503,6 @@ fn to_mr(ib: *mut b::ib_mr) -> *mut OxeMr {
 fn err_ptr<T>(e: Error) -> *mut T {
     // SAFETY: ERR_PTR encoding of a negative errno.
     unsafe { b::ERR_PTR(e.to_errno() as isize).cast() }
-}
-
-fn eopnotsupp() -> Error {
-    Error::from_errno(-(b::EOPNOTSUPP as c_int))
 }
 
 fn reg_errno(e: access::RegError) -> Error {

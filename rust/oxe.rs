@@ -14,6 +14,11 @@
 
 use kernel::prelude::*;
 
+/// EOPNOTSUPP, which `kernel::error::code` does not name.
+pub(crate) fn eopnotsupp() -> Error {
+    Error::from_errno(-(bindings::EOPNOTSUPP as kernel::ffi::c_int))
+}
+
 mod bindings;
 mod cq;
 mod device;

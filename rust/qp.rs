@@ -334,12 +334,11 @@ unsafe fn create(
     unsafe { ptr::addr_of_mut!((*oq).qp).write(None) };
     // SAFETY: the core passes valid init attributes.
     let a = unsafe { &mut *init };
-    let eopnotsupp = Error::from_errno(-(b::EOPNOTSUPP as c_int));
     if a.qp_type != b::ib_qp_type_IB_QPT_RC {
-        return Err(eopnotsupp);
+        return Err(crate::eopnotsupp());
     }
     if !a.srq.is_null() || a.create_flags != 0 {
-        return Err(eopnotsupp);
+        return Err(crate::eopnotsupp());
     }
     let user = !udata.is_null();
     if user {
@@ -864,8 +863,9 @@ fn post_one_send(qp: &Qp, sq: &mut Queue, w: &b::ib_send_wr) -> Result {
         for s in list {
             let len = s.length as usize;
             let dst = slot.get_mut(off..off + len)?;
-            // SAFETY: a kernel client's inline SGE names `length` readable
-            // bytes at a kernel virtual address.
+            // A kernel client's inline SGE names `length` readable bytes at
+            // a kernel virtual address (oxe uses virtual DMA).
+            // SAFETY: as just said; the bytes are only read, here.
             let src = unsafe { core::slice::from_raw_parts(s.addr as usize as *const u8, len) };
             dst.copy_from_slice(src);
             off += len;

@@ -257,15 +257,17 @@ fn execute(qp: &Qp, sq: &mut SendSide, attrs: &Attrs, w: &SendWqe) -> Outcome {
 /// complete with LOC_QP_OP_ERR, as in rdma_rxe.
 fn local_op(qp: &Qp, w: &SendWqe) -> Outcome {
     let res = match w.opcode {
-        wr::LOCAL_INV => mr::lookup(qp.dev(), w.ex).map(|m| m.invalidate(qp.pd)),
+        wr::LOCAL_INV => mr::invalidate(qp.dev(), w.ex, qp.pd),
         // Kernel QPs only: a user could write any key into its ring.
-        _ if qp.user => None,
-        _ => mr::lookup_index(qp.dev(), w.mr_key).map(|m| m.fast_register(qp.pd, w.rkey, w.access)),
+        _ if qp.user => false,
+        _ => mr::lookup_index(qp.dev(), w.mr_key)
+            .is_some_and(|m| m.fast_register(qp.pd, w.rkey, w.access).is_ok()),
     };
-    match res {
-        Some(Ok(())) => Outcome::Done(b::ib_wc_status_IB_WC_SUCCESS),
-        _ => Outcome::Done(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR),
-    }
+    Outcome::Done(if res {
+        b::ib_wc_status_IB_WC_SUCCESS
+    } else {
+        b::ib_wc_status_IB_WC_LOC_QP_OP_ERR
+    })
 }
 
 fn read(qp: &Qp, sq: &mut SendSide, attrs: &Attrs, w: &SendWqe) -> Outcome {

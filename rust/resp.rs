@@ -387,8 +387,7 @@ fn send_data(qp: &Qp, rq: &mut RecvSide, pkt: &Pkt<'_>) -> Reply {
     } else if matches!(pkt.opcode, op::SEND_LAST_INV | op::SEND_ONLY_INV) {
         // The rkey must name a valid fast-registration MR of this QP's PD
         // (class J error otherwise: the sender sees REM_INV_REQ_ERR).
-        let invalidated = mr::lookup(qp.dev(), pkt.ex).map(|m| m.invalidate(qp.pd));
-        if !matches!(invalidated, Some(Ok(()))) {
+        if !mr::invalidate(qp.dev(), pkt.ex, qp.pd) {
             rq.progress = None;
             return fatal(qp, rq, Nak::InvalidRequest);
         }
