@@ -31,7 +31,7 @@ while read -r line; do
 	*) ktap_test_pass "kunit ${line#ok }" ;;
 	esac
 done </tmp/kverbs.cases
-check "the KUnit suite ran ($cases cases, insmod status $ins)" [ "$cases" -ge 12 ]
+check "the KUnit suite ran ($cases cases, insmod status $ins)" [ "$cases" -ge 13 ]
 rmmod oxe_kverbs_test 2>/dev/null
 left=$(rdma res show mr 2>/dev/null | grep -c "oxe0")
 rdma link delete oxe0

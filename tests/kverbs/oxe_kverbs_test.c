@@ -519,7 +519,7 @@ static void frmr_limits(struct kunit *test)
 	struct ib_mr *mr;
 
 	mr = ib_alloc_mr(c->pd, IB_MR_TYPE_MEM_REG, c->ibdev->attrs.max_fast_reg_page_list_len + 1);
-	KUNIT_EXPECT_TRUE(test, IS_ERR(mr));
+	KUNIT_EXPECT_EQ(test, PTR_ERR_OR_ZERO(mr), -EINVAL);
 	if (!IS_ERR(mr))
 		ib_dereg_mr(mr);
 	c->mr = ib_alloc_mr(c->pd, IB_MR_TYPE_MEM_REG, 1);
@@ -530,8 +530,26 @@ static void frmr_limits(struct kunit *test)
 	KUNIT_ASSERT_EQ(test, ib_dma_map_sg(c->ibdev, c->sg, 2, DMA_BIDIRECTIONAL), 2);
 	KUNIT_EXPECT_EQ(test, ib_map_mr_sg(c->mr, c->sg, 2, NULL, PAGE_SIZE), 1);
 	/* Pages smaller than the CPU's are refused. */
-	KUNIT_EXPECT_LT(test, ib_map_mr_sg(c->mr, c->sg, 1, NULL, 512), 0);
+	KUNIT_EXPECT_EQ(test, ib_map_mr_sg(c->mr, c->sg, 1, NULL, 512), -EINVAL);
 	unmap_sg(c);
+}
+
+/* Kernel WRs with more SGEs than the device allows: EINVAL, and bad_wr names the WR. */
+static void post_too_many_sges(struct kunit *test)
+{
+	struct ctx *c = test->priv;
+	int n = c->ibdev->attrs.max_send_sge + 1;
+	struct ib_sge *sg = kunit_kcalloc(test, n, sizeof(*sg), GFP_KERNEL);
+	struct ib_send_wr swr = { .opcode = IB_WR_SEND, .sg_list = sg, .num_sge = n };
+	struct ib_recv_wr rwr = { .sg_list = sg, .num_sge = n };
+	const struct ib_send_wr *bad_s = NULL;
+	const struct ib_recv_wr *bad_r = NULL;
+
+	KUNIT_ASSERT_NOT_NULL(test, sg);
+	KUNIT_EXPECT_EQ(test, ib_post_send(c->qp[0], &swr, &bad_s), -EINVAL);
+	KUNIT_EXPECT_PTR_EQ(test, bad_s, (const struct ib_send_wr *)&swr);
+	KUNIT_EXPECT_EQ(test, ib_post_recv(c->qp[0], &rwr, &bad_r), -EINVAL);
+	KUNIT_EXPECT_PTR_EQ(test, bad_r, (const struct ib_recv_wr *)&rwr);
 }
 
 static struct kunit_case oxe_kverbs_cases[] = {
@@ -547,6 +565,7 @@ static struct kunit_case oxe_kverbs_cases[] = {
 	KUNIT_CASE(local_inv_wrong_tag),
 	KUNIT_CASE(frmr_limits),
 	KUNIT_CASE(post_poll_atomic),
+	KUNIT_CASE(post_too_many_sges),
 	{}
 };
 
