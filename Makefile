@@ -4,7 +4,7 @@
 KDIR ?= $(shell $(CURDIR)/scripts/build-kernel.sh)
 export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
 
-.PHONY: all modules kdir clean rust-analyzer host-test check fmt test run bench-mr bench-perftest tests
+.PHONY: all modules kdir clean rust-analyzer host-test check lint fuzz fmt test run bench-mr bench-perftest tests
 
 KSRC = $(shell readlink -f $(KDIR)/source)
 TEST_CFLAGS = -O2 -g -Wall -I$(KSRC)/tools/testing/selftests -I$(KSRC)
@@ -39,9 +39,18 @@ tests/bin/%: tests/%.c
 host-test:
 	cd rust/common && cargo test --quiet
 
+# The editing tier: host tests, lints, module build, and the core guest
+# suites on the plain kernel (a few minutes once the kernel is cached).
 check:
+	scripts/test.sh --quick
+
+lint:
 	cd rust/common && cargo fmt --check && cargo clippy --quiet --all-targets -- -D warnings
 	rustfmt --check --edition 2021 --config-path rust/common rust/oxe.rs
+
+# The verbs fuzzer with fresh seeds (the suite uses fixed ones).
+fuzz:
+	OXE_FUZZ_SEEDS="$$(od -An -N4 -tu4 /dev/urandom) $$(od -An -N4 -tu4 /dev/urandom)" scripts/test.sh 70-fuzz
 
 fmt:
 	cd rust/common && cargo fmt

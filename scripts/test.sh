@@ -1,13 +1,39 @@
 #!/usr/bin/env bash
 # The whole suite: host tests, module build (clippy-clean), then the in-guest
-# KTAP tests under QEMU. Ends with one line `N passed, N failed, N skipped` and
-# exits non-zero on any failure.
-#   scripts/test.sh                 everything
-#   scripts/test.sh 10-device       only tests/guest/10-device.sh in the guest
-#   OXE_FLAVOUR=plain scripts/test.sh   the guest suites on the plain kernel (quicker)
-#   OXE_FLAVOUR=debug scripts/test.sh   ... on the debug kernel without KASAN
+# KTAP tests under QEMU, each guest suite on the kernel flavour it needs.
+# Ends with one line `N passed, N failed, N skipped` and exits non-zero on any
+# failure; the lines before it say how long each step and each suite took.
+#   scripts/test.sh                  everything (`make test`, `.ci/run`)
+#   scripts/test.sh --quick          the editing tier (`make check`): host
+#                                    tests, lints, module build, the core guest
+#                                    suites on the plain kernel
+#   scripts/test.sh 20-mr 30-dp      only these guest suites
+#   OXE_FLAVOUR=kasan|debug|plain    every guest suite on that flavour
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
+
+# Which kernel a guest suite runs on. kasan (KASAN, lockdep, kmemleak, debug
+# objects, fault injection, Rust assertions) for every suite that drives
+# oxe's own memory handling, lifetimes and error paths: there a bug is a
+# use-after-free or a leak that only KASAN and kmemleak see. perftest runs the
+# same data path as 30-dp, only longer and through a stock tool: on KASAN
+# under TCG it cost a third of the suite's time and finds nothing 30-dp and
+# 60-stress do not, so it runs on the plain kernel, the one the benchmarks
+# and `make run` use.
+suite_flavour() {
+	case $1 in
+	40-perftest) echo plain ;;
+	*) echo kasan ;;
+	esac
+}
+# The quick tier: what an edit most often breaks, on the plain kernel.
+QUICK_SUITES="10-device 20-mr 30-dp 35-kverbs"
+
+quick=0
+if [[ ${1:-} == --quick ]]; then
+	quick=1
+	shift
+fi
 
 pass=0 fail=0 skip=0
 result() { # result ok|fail|skip DESCRIPTION
@@ -17,15 +43,25 @@ result() { # result ok|fail|skip DESCRIPTION
 	*) fail=$((fail + 1)); echo "not ok - $2" ;;
 	esac
 }
+times=()
+t_start=$SECONDS
+timed() { # timed NAME SECONDS-AT-START
+	times+=("$(printf '%-34s %5d s' "$1" $((SECONDS - $2)))")
+}
 finish() {
+	for t in "${times[@]}"; do echo "# time: $t"; done
+	echo "# time: $(printf '%-34s %5d s' total $((SECONDS - t_start)))"
 	echo "$pass passed, $fail failed, $skip skipped"
 	((fail == 0))
 	exit
 }
 
+t=$SECONDS
 "$OXE_ROOT/scripts/setup.sh" || { result fail "setup"; finish; }
+timed setup $t
 
 # Host: kernel-independent logic, formatting and lints.
+t=$SECONDS
 out=$(cd "$OXE_ROOT/rust/common" && cargo test 2>&1)
 echo "$out" | grep -E '^test |test result' | sed 's/^/# /'
 while read -r p f; do
@@ -43,61 +79,94 @@ if (cd "$OXE_ROOT/rust/common" && cargo clippy --quiet --all-targets -- -D warni
 else
 	result fail "host crate clippy clean"
 fi
+timed "host: cargo test, rustfmt, clippy" $t
 
-# The module must build against the plain kernel (`make run`, benchmarks)...
-pkdir=$("$OXE_ROOT/scripts/build-kernel.sh" plain) || { result fail "plain kernel build"; finish; }
-if KDIR=$pkdir "$OXE_ROOT/scripts/build-module.sh" --clippy >/dev/null; then
-	result ok "rdma_oxe.ko builds against the plain kernel, clippy and warning clean"
-else
-	result fail "rdma_oxe.ko builds against the plain kernel, clippy and warning clean"
+# The guest suites to run, grouped by flavour (plain first: its kernel is
+# the one `make run` needs anyway and is built first).
+suites=("$@")
+if ((${#suites[@]} == 0)); then
+	if ((quick)); then
+		read -ra suites <<<"$QUICK_SUITES"
+	else
+		for f in "$OXE_ROOT"/tests/guest/*.sh; do suites+=("$(basename "$f" .sh)"); done
+	fi
 fi
-# ...and the guest suites run on the kasan flavour: generic KASAN, lockdep,
-# DEBUG_ATOMIC_SLEEP, kmemleak (scanned after the suite), debug objects, fault
-# injection and the Rust debug and overflow assertions (an LLVM build: Rust
-# with KASAN needs clang). OXE_FLAVOUR=debug runs them on the same without
-# KASAN (gcc; about 2.5 times as fast), OXE_FLAVOUR=plain on the plain kernel.
-flavour=${OXE_FLAVOUR:-kasan}
-kdir=$("$OXE_ROOT/scripts/build-kernel.sh" "$flavour") || { result fail "$flavour kernel build"; finish; }
-result ok "$flavour kernel build ($kdir)"
-if KDIR=$kdir "$OXE_ROOT/scripts/build-module.sh" --clippy >/dev/null; then
-	result ok "rdma_oxe.ko builds, clippy and warning clean"
-else
-	result fail "rdma_oxe.ko builds, clippy and warning clean"
-	finish
-fi
-if make -s -C "$OXE_ROOT" KDIR="$kdir" tests >/dev/null; then
-	result ok "test programs build"
-else
-	result fail "test programs build"
-	finish
-fi
-
-out_dir=$(mktemp -d /tmp/oxe-test.XXXXXX)
-"$OXE_ROOT/qemu/run-vm.sh" -k "$kdir" -o "$out_dir" -t 3600 -- tests/guest-run.sh "$@"
-vm_rc=$?
-cat "$out_dir/console.log" | grep -vE '^(ok|not ok) |^#|^TAP|^1\.\.' >"$out_dir/console-kernel.log" || true
-for f in "$out_dir"/ktap/*.ktap; do
-	[[ -f $f ]] || continue
-	name=$(basename "$f" .ktap)
-	while IFS= read -r line; do
-		case $line in
-		"not ok "*) result fail "$name: ${line#not ok }" ;;
-		"ok "*"# SKIP"*) result skip "$name: ${line#ok }" ;;
-		"ok "*) result ok "$name: ${line#ok }" ;;
-		esac
-	done <"$f"
-	# A plan that was not met (a script died half way) is a failure too.
-	plan=$(sed -nE 's/^1\.\.([0-9]+).*/\1/p' "$f" | head -1)
-	seen=$(grep -cE '^(ok|not ok) [0-9]+ ' "$f")
-	[[ -z $plan ]] || ((seen >= plan)) || result fail "$name: planned $plan cases, ran $seen"
+declare -A by_flavour=()
+for s in "${suites[@]}"; do
+	s=$(basename "$s" .sh)
+	[[ -f $OXE_ROOT/tests/guest/$s.sh ]] || { result fail "no guest suite $s"; continue; }
+	fl=${OXE_FLAVOUR:-$(suite_flavour "$s")}
+	((quick)) && fl=${OXE_FLAVOUR:-plain}
+	by_flavour[$fl]+="$s "
 done
-[[ -n $(ls "$out_dir"/ktap 2>/dev/null) ]] || result fail "no guest test ran"
-if ((vm_rc == 90)); then
-	result fail "kernel console is clean (see $out_dir/kernel-reports.txt)"
-elif [[ -f $out_dir/status ]]; then
-	result ok "kernel console is clean: no WARN, BUG, Oops, KASAN or lockdep report"
-else
-	result fail "guest finished (see $out_dir/console.log)"
-fi
-echo "# guest output kept in $out_dir"
+
+# run_guest FLAVOUR SUITES...: kernel, module (clippy-clean) and test
+# programs for that flavour, one guest boot, then the suites' KTAP counted.
+run_guest() {
+	local flavour=$1 kdir out_dir vm_rc f name line plan seen t
+	shift
+	t=$SECONDS
+	kdir=$("$OXE_ROOT/scripts/build-kernel.sh" "$flavour") || { result fail "$flavour kernel build"; return 1; }
+	timed "$flavour kernel" $t
+	t=$SECONDS
+	if KDIR=$kdir "$OXE_ROOT/scripts/build-module.sh" --clippy >/dev/null; then
+		result ok "rdma_oxe.ko builds against the $flavour kernel, clippy and warning clean"
+	else
+		result fail "rdma_oxe.ko builds against the $flavour kernel, clippy and warning clean"
+		return 1
+	fi
+	if ! make -s -C "$OXE_ROOT" KDIR="$kdir" tests >/dev/null; then
+		result fail "test programs build"
+		return 1
+	fi
+	timed "module + test programs ($flavour)" $t
+	(($#)) || return 0
+
+	t=$SECONDS
+	out_dir=$(mktemp -d /tmp/oxe-test.XXXXXX)
+	"$OXE_ROOT/qemu/run-vm.sh" -k "$kdir" -o "$out_dir" -t 3000 -- \
+		env OXE_FUZZ_SEEDS="${OXE_FUZZ_SEEDS:-}" tests/guest-run.sh "$@"
+	vm_rc=$?
+	for f in "$out_dir"/ktap/*.ktap; do
+		[[ -f $f ]] || continue
+		name=$(basename "$f" .ktap)
+		while IFS= read -r line; do
+			case $line in
+			"not ok "*) result fail "$name: ${line#not ok }" ;;
+			"ok "*"# SKIP"*) result skip "$name: ${line#ok }" ;;
+			"ok "*) result ok "$name: ${line#ok }" ;;
+			esac
+		done <"$f"
+		# A plan that was not met (a script died half way) is a failure too.
+		plan=$(sed -nE 's/^1\.\.([0-9]+).*/\1/p' "$f" | head -1)
+		seen=$(grep -cE '^(ok|not ok) [0-9]+ ' "$f")
+		[[ -z $plan ]] || ((seen >= plan)) || result fail "$name: planned $plan cases, ran $seen"
+	done
+	[[ -n $(ls "$out_dir"/ktap 2>/dev/null) ]] || result fail "no guest test ran on $flavour"
+	if ((vm_rc == 90)); then
+		result fail "$flavour guest: kernel console is clean (see $out_dir/kernel-reports.txt)"
+	elif [[ -f $out_dir/status ]]; then
+		result ok "$flavour guest: kernel console is clean: no WARN, BUG, Oops, KASAN or lockdep report"
+	else
+		result fail "$flavour guest finished (see $out_dir/console.log)"
+	fi
+	echo "# $flavour guest output kept in $out_dir"
+	# guest-run.sh notes when the suites started (the boot before it) and
+	# how long each took.
+	if [[ -f $out_dir/times ]]; then
+		while read -r name secs; do
+			times+=("$(printf '%-34s %5d s' "  $flavour: $name" "$secs")")
+		done <"$out_dir/times"
+	fi
+	timed "$flavour guest (boot + suites)" $t
+}
+
+# The module must build against the plain kernel (`make run`, benchmarks)
+# even when no suite runs there.
+[[ -n ${by_flavour[plain]:-} ]] || by_flavour[plain]=""
+for fl in plain debug kasan; do
+	[[ -v by_flavour[$fl] ]] || continue
+	# shellcheck disable=SC2086 # a list of suite names
+	run_guest "$fl" ${by_flavour[$fl]} || continue
+done
 finish

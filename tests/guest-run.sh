@@ -5,6 +5,9 @@ cd "$(dirname "$0")/.." || exit 1
 mkdir -p "$OXE_OUT/ktap"
 rc=0
 KML=/sys/kernel/debug/kmemleak
+# Seconds since boot, for the host's table of times (boot, then each suite).
+now() { cut -d. -f1 /proc/uptime; }
+echo "boot $(now)" >"$OXE_OUT/times"
 # Only what the suite allocates counts: forget what boot left behind.
 [ -w $KML ] && echo clear >$KML
 tests=${*:-$(ls tests/guest/*.sh)}
@@ -12,6 +15,7 @@ for t in $tests; do
 	name=$(basename "$t" .sh)
 	t=tests/guest/$name.sh
 	echo "# ---- $name"
+	t0=$(now)
 	timeout -k 5 "${OXE_TEST_TIMEOUT:-1200}" sh "$t" 2>&1 | tee "$OXE_OUT/ktap/$name.ktap"
 	# Every case leaves the kernel as it found it: no device, no module.
 	if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ] || [ -d /sys/module/rdma_oxe ] ||
@@ -20,10 +24,12 @@ for t in $tests; do
 		for d in /sys/class/infiniband/*; do [ -e "$d" ] && rdma link delete "$(basename "$d")"; done
 		modprobe -r rdma_oxe rdma_rxe 2>/dev/null
 	fi
+	echo "$name $(($(now) - t0))" >>"$OXE_OUT/times"
 done
 # The debug flavour: a kmemleak scan after the whole suite. Two scans, as
 # kmemleak reports an object only once it looked unreferenced twice.
 if [ -w $KML ]; then
+	t0=$(now)
 	echo scan >$KML; sleep 6; echo scan >$KML
 	cat $KML >"$OXE_OUT/kmemleak.txt"
 	n=$(grep -c '^unreferenced object' "$OXE_OUT/kmemleak.txt")
@@ -32,6 +38,7 @@ if [ -w $KML ]; then
 		head -40 "$OXE_OUT/kmemleak.txt" | sed 's/^/# /'
 		if [ "$n" = 0 ]; then echo "ok 1 kmemleak: nothing leaked"; else echo "not ok 1 kmemleak: $n unreferenced objects"; fi
 	} | tee "$OXE_OUT/ktap/99-kmemleak.ktap"
+	echo "kmemleak-scan $(($(now) - t0))" >>"$OXE_OUT/times"
 fi
 dmesg >"$OXE_OUT/dmesg.txt"
 exit $rc

@@ -44,7 +44,7 @@ echo "# netdev down: state '$state_down', phys_state '$phys_down'"
 check "port DOWN and phys Disabled while the netdev is down" \
 	sh -c "echo '$state_down' | grep -q DOWN && echo '$phys_down' | grep -q Disabled"
 up_ok() { grep -q ACTIVE $IBDIR/oxe0/ports/1/state; }
-check "port ACTIVE again when the netdev is up" wait_for 5 up_ok
+check "port ACTIVE again when the netdev is up" wait_for 60 up_ok
 
 add2=$(stderr_of rdma link add oxe1 type oxe netdev eth0)
 check "a second device on the same netdev is refused (EEXIST)" \
@@ -73,7 +73,7 @@ check "active_mtu follows the netdev MTU as rxe computes it (9000 -> 4096, 1100 
 	sh -c "echo '$mtu9000' | grep -q '4096 (5)' && echo '$mtu1100' | grep -q '512 (2)'"
 
 ip link del vth0
-check "deleting the netdev removes its device" wait_for 10 sh -c '! [ -e /sys/class/infiniband/oxe1 ]'
+check "deleting the netdev removes its device" wait_for 60 sh -c '! [ -e /sys/class/infiniband/oxe1 ]'
 
 # rmmod with devices present tears them down.
 ip link add vth0 type veth peer name vth1

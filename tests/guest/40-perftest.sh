@@ -11,6 +11,9 @@ ktap_print_header
 ktap_set_plan 16
 oxe_load && rdma link add oxe0 type oxe netdev eth0 || ktap_exit_fail_msg "no oxe0"
 port=18515
+# listening PORT PID: the server listens on PORT, or has exited (then the
+# client fails and its log says why).
+listening() { ss -ltn | grep -q ":$1 " || ! kill -0 "$2" 2>/dev/null; }
 
 # run_pair NAME ARGS...: server and client with the same arguments; both exit 0.
 run_pair() {
@@ -19,13 +22,9 @@ run_pair() {
 	log=/tmp/pt-$port
 	timeout 300 "$@" -d oxe0 -p $port >"$log.srv" 2>&1 &
 	srv=$!
-	# Start the client once the server listens.
-	i=0
-	while ! ss -ltn | grep -q ":$port "; do
-		i=$((i + 1))
-		[ $i -lt 100 ] && kill -0 $srv 2>/dev/null || break
-		sleep 0.1
-	done
+	# Start the client once the server listens (or has died): a client
+	# that starts too early fails to connect, however slow the guest is.
+	wait_for 120 listening $port $srv
 	ok=1
 	timeout 300 "$@" -d oxe0 -p $port 10.77.0.1 >"$log.cli" 2>&1 || ok=0
 	wait $srv || ok=0
