@@ -8,12 +8,13 @@ use core::ptr;
 
 use kernel::ffi::c_int;
 use kernel::prelude::*;
+use kernel::sync::Arc;
 
 use crate::bindings as b;
 use crate::device::{OxeDevice, OxeUcontext};
 use crate::irqlock::{new_irq_spinlock, IrqSpinLock};
 use crate::params;
-use crate::queue::{self, Queue};
+use crate::queue::{self, Queue, SharedBuf};
 
 /// A completion as the transport reports it.
 #[derive(Clone, Copy)]
@@ -173,16 +174,8 @@ unsafe fn create(
     }
     // rxe's `union rxe_cqe`: room for either view.
     let queue = Queue::new(cqe, size_of::<b::ib_wc>().max(size_of::<b::ib_uverbs_wc>()))?;
-    let mut resp: b::rxe_create_cq_resp = pin_init::zeroed();
-    if user {
-        // SAFETY: user CQs come with a live ucontext and device.
-        let (uc, dev) = unsafe {
-            let uc = OxeUcontext::from_udata(udata).ok_or(EINVAL)?;
-            (uc, OxeDevice::from_ib((*ib).device))
-        };
-        resp.mi = uc.mmaps()?.offer(dev.mmap_offsets(), queue.buf())?;
-    }
-    // SAFETY: as above.
+    let buf = queue.buf().clone();
+    // SAFETY: the core passes a live CQ.
     unsafe { (*ib).cqe = queue.capacity() as c_int };
     let state = KBox::pin_init(
         try_pin_init!(CqState {
@@ -194,17 +187,51 @@ unsafe fn create(
     // SAFETY: nobody else sees the CQ yet.
     unsafe { (*cq).state = Some(state) };
     if user {
-        queue::respond(udata, &resp)?;
+        // Offered last: a create that fails after the offer withdraws it.
+        // SAFETY: a user CQ of the command's ucontext.
+        if let Err(e) = unsafe { respond_user(ib, udata, &buf) } {
+            // SAFETY: the core calls no destroy when create fails.
+            unsafe { destroy_cq(ib, udata) };
+            return Err(e);
+        }
     }
     Ok(())
 }
 
+/// Offers a user CQ's ring for mmap and sends its mminfo back.
+///
 /// # Safety
 ///
-/// Called by the RDMA core once no QP uses the CQ.
-pub(crate) unsafe extern "C" fn destroy_cq(ib: *mut b::ib_cq, _udata: *mut b::ib_udata) -> c_int {
+/// `ib` is a CQ being created with the user command's `udata`.
+unsafe fn respond_user(ib: *mut b::ib_cq, udata: *mut b::ib_udata, buf: &Arc<SharedBuf>) -> Result {
+    // SAFETY: user CQs come with a live ucontext and device.
+    let (uc, dev) = unsafe {
+        (
+            OxeUcontext::from_udata(udata).ok_or(EINVAL)?,
+            OxeDevice::from_ib((*ib).device),
+        )
+    };
+    let resp = b::rxe_create_cq_resp {
+        mi: uc.mmaps()?.offer(dev.mmap_offsets(), buf)?,
+    };
+    queue::respond(udata, &resp)
+}
+
+/// # Safety
+///
+/// Called by the RDMA core once no QP uses the CQ (or by a failed create).
+pub(crate) unsafe extern "C" fn destroy_cq(ib: *mut b::ib_cq, udata: *mut b::ib_udata) -> c_int {
     // SAFETY: our CQ; the core frees the memory after this returns.
-    drop(unsafe { (*ib.cast::<OxeCq>()).state.take() });
+    let Some(state) = (unsafe { (*ib.cast::<OxeCq>()).state.take() }) else {
+        return 0;
+    };
+    // An offer user space never took goes now, not when the file is closed.
+    let buf = state.inner.lock().queue.buf().clone();
+    // SAFETY: `udata` is the destroy command's (NULL for kernel CQs).
+    unsafe { queue::withdraw(udata, &[&buf]) };
+    drop(buf);
+    // Frees the ring (vfree sleeps): outside the CQ's spinlock.
+    drop(state);
     0
 }
 
@@ -273,26 +300,39 @@ unsafe fn resize(ib: *mut b::ib_cq, cqe: u32, udata: *mut b::ib_udata) -> Result
             OxeDevice::from_ib((*ib).device),
         )
     };
+    let mmaps = uc.mmaps()?;
     let mut slot = KVec::new();
     slot.resize(next.elem_size(), 0u8, GFP_KERNEL)?;
     // Offered before the CQ's spinlock is taken: offering sleeps.
     let resp = b::rxe_resize_cq_resp {
-        mi: uc.mmaps()?.offer(dev.mmap_offsets(), next.buf())?,
+        mi: mmaps.offer(dev.mmap_offsets(), next.buf())?,
     };
     let mut inner = state.inner.lock();
-    if inner.queue.produced_pending() > next.capacity() {
+    let moved = refill(&mut inner.queue, &mut next, &mut slot);
+    if moved.is_ok() {
+        core::mem::swap(&mut inner.queue, &mut next);
+        // SAFETY: our CQ, under its lock.
+        unsafe { (*ib).cqe = inner.queue.capacity() as c_int };
+    }
+    drop(inner);
+    // `next` is now the ring the CQ does not use: the old one, or the new one
+    // if the resize failed. Its offer goes if user space never mapped it, and
+    // the ring is freed (vfree sleeps: only after the spinlock is released).
+    mmaps.withdraw(next.buf());
+    drop(next);
+    moved?;
+    queue::respond(udata, &resp)
+}
+
+/// Moves the CQEs pending in `old` to `next`; EINVAL if they do not fit.
+fn refill(old: &mut Queue, next: &mut Queue, slot: &mut [u8]) -> Result {
+    if old.produced_pending() > next.capacity() {
         return Err(EINVAL);
     }
-    while inner.queue.pop_into(&mut slot) {
-        next.produce(&slot)?;
+    while old.pop_into(slot) {
+        next.produce(slot)?;
     }
-    let old = core::mem::replace(&mut inner.queue, next);
-    // SAFETY: our CQ, under its lock.
-    unsafe { (*ib).cqe = inner.queue.capacity() as c_int };
-    drop(inner);
-    // Freeing a ring (vfree) sleeps: only after the spinlock is released.
-    drop(old);
-    queue::respond(udata, &resp)
+    Ok(())
 }
 
 /// Kernel consumers' poll.

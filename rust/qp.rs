@@ -20,7 +20,7 @@ use crate::device::{OxeDevice, OxeUcontext};
 use crate::irqlock::{new_irq_spinlock, IrqSpinLock};
 use crate::params;
 use crate::pd;
-use crate::queue::{self, Queue};
+use crate::queue::{self, Queue, SharedBuf};
 use crate::wqe::{self, Sge};
 
 pub(crate) const STATE_RESET: u32 = b::ib_qp_state_IB_QPS_RESET;
@@ -363,6 +363,7 @@ unsafe fn create(
     }
     let sq = Queue::new(c.max_send_wr, send_elem(c.max_send_sge, c.max_inline_data))?;
     let rq = Queue::new(c.max_recv_wr.max(1), recv_elem(c.max_recv_sge.max(1)))?;
+    let (sq_buf, rq_buf) = (sq.buf().clone(), rq.buf().clone());
     // What the rings can hold, reported back like rxe does.
     let send_room = (sq.elem_size() - wqe::SEND_WQE_SGE_OFFSET) as u32;
     c.max_send_wr = sq.capacity();
@@ -375,13 +376,6 @@ unsafe fn create(
     // SAFETY: the core filled in device and PD.
     let (dev, pd) = unsafe { (OxeDevice::from_ib((*ib).device), (*ib).pd) };
     let state = dev.state().ok_or(ENODEV)?;
-    let mut resp: b::rxe_create_qp_resp = pin_init::zeroed();
-    if user {
-        // SAFETY: user QPs come with a live ucontext.
-        let uc = unsafe { OxeUcontext::from_udata(udata) }.ok_or(EINVAL)?;
-        resp.rq_mi = uc.mmaps()?.offer(dev.mmap_offsets(), rq.buf())?;
-        resp.sq_mi = uc.mmaps()?.offer(dev.mmap_offsets(), sq.buf())?;
-    }
     let (sq_elem, rq_elem) = (sq.elem_size(), rq.elem_size());
     let (ksq, krq) = if user {
         (None, None)
@@ -473,21 +467,45 @@ unsafe fn create(
         (*oq).qp = Some(qp);
     }
     if user {
-        if let Err(e) = queue::respond(udata, &resp) {
+        // Offered last: a create that fails after the offers withdraws them.
+        // SAFETY: a user QP of the command's ucontext.
+        if let Err(e) = unsafe { respond_user(dev, udata, &rq_buf, &sq_buf) } {
             // SAFETY: the core calls no destroy when create fails.
-            unsafe { teardown(ib) };
+            unsafe { teardown(ib, udata) };
             return Err(e);
         }
     }
     Ok(())
 }
 
-/// Unpublishes the QP, waits for its work and drops it.
+/// Offers a user QP's rings for mmap and sends their mminfos back.
 ///
 /// # Safety
 ///
-/// `ib` must be an oxe QP that the core is destroying (or failed to create).
-unsafe fn teardown(ib: *mut b::ib_qp) {
+/// `udata` is the driver udata of the user command creating the QP.
+unsafe fn respond_user(
+    dev: &OxeDevice,
+    udata: *mut b::ib_udata,
+    rq: &Arc<SharedBuf>,
+    sq: &Arc<SharedBuf>,
+) -> Result {
+    // SAFETY: user QPs come with a live ucontext.
+    let uc = unsafe { OxeUcontext::from_udata(udata) }.ok_or(EINVAL)?;
+    let mmaps = uc.mmaps()?;
+    let mut resp: b::rxe_create_qp_resp = pin_init::zeroed();
+    resp.rq_mi = mmaps.offer(dev.mmap_offsets(), rq)?;
+    resp.sq_mi = mmaps.offer(dev.mmap_offsets(), sq)?;
+    queue::respond(udata, &resp)
+}
+
+/// Unpublishes the QP, waits for its work, withdraws the offers of its rings
+/// that user space never took and drops it.
+///
+/// # Safety
+///
+/// `ib` must be an oxe QP that the core is destroying (or failed to create);
+/// `udata` the command's (NULL for kernel QPs).
+unsafe fn teardown(ib: *mut b::ib_qp, udata: *mut b::ib_udata) {
     // SAFETY: per the function's contract.
     let Some(qp) = (unsafe { (*ib.cast::<OxeQp>()).qp.take() }) else {
         return;
@@ -501,16 +519,19 @@ unsafe fn teardown(ib: *mut b::ib_qp) {
     // SAFETY: the work item lives in `qp`, which we hold.
     unsafe { b::flush_work(Work::raw_get(ptr::addr_of!(qp.work))) };
     // Lock order: SQ before RQ, as the transport takes them.
-    drop(qp.sq.lock());
-    drop(qp.rq.lock());
+    let sq = qp.sq.lock().queue.buf().clone();
+    let rq = qp.rq.lock().queue.buf().clone();
+    // The rings themselves go with the last reference to the QP.
+    // SAFETY: per the function's contract.
+    unsafe { queue::withdraw(udata, &[&sq, &rq]) };
 }
 
 /// # Safety
 ///
 /// Called by the RDMA core for a live QP.
-pub(crate) unsafe extern "C" fn destroy_qp(ib: *mut b::ib_qp, _udata: *mut b::ib_udata) -> c_int {
+pub(crate) unsafe extern "C" fn destroy_qp(ib: *mut b::ib_qp, udata: *mut b::ib_udata) -> c_int {
     // SAFETY: per the function's contract.
-    unsafe { teardown(ib) };
+    unsafe { teardown(ib, udata) };
     0
 }
 

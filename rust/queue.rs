@@ -17,6 +17,7 @@ use kernel::sync::atomic::{ordering, Atomic};
 use kernel::sync::{Arc, Mutex};
 
 use crate::bindings as b;
+use crate::device::OxeUcontext;
 
 const PAGE_SIZE: usize = kernel::page::PAGE_SIZE;
 const HEADER: usize = size_of::<b::rxe_queue_buf>();
@@ -233,7 +234,8 @@ struct Pending {
 }
 
 /// Per-process mmap bookkeeping (rxe's scheme: every buffer gets a unique
-/// offset and can be mapped once).
+/// offset and can be mapped once). An offer holds its buffer until user space
+/// maps it or the owner withdraws it: on destroy, on a failed create or resize.
 #[pin_data]
 pub(crate) struct Mmaps {
     #[pin]
@@ -266,6 +268,17 @@ impl Mmaps {
         })
     }
 
+    /// Withdraws the offer of `buf` if user space has not mapped it: the list
+    /// lets go of the buffer, which then goes with its ring. A mapped buffer is
+    /// no longer listed; its VMA keeps the pages until munmap.
+    pub(crate) fn withdraw(&self, buf: &SharedBuf) {
+        let mut pending = self.pending.lock();
+        if let Some(i) = pending.iter().position(|p| p.buf.ptr == buf.ptr) {
+            // The caller still owns the ring: this is never the last reference.
+            let _ = pending.remove(i);
+        }
+    }
+
     /// The ucontext's `mmap` op.
     pub(crate) fn mmap(&self, vma: *mut b::vm_area_struct) -> Result {
         // SAFETY: the core passes the VMA being set up.
@@ -285,6 +298,25 @@ impl Mmaps {
         // processes still holding the device).
         // SAFETY: `buf` is vmalloc_user memory at least `len` bytes long.
         kernel::error::to_result(unsafe { b::oxe_remap_vmalloc(vma, buf.ptr.as_ptr().cast()) })
+    }
+}
+
+/// Withdraws the offers of `bufs` from the ucontext of a uverbs command (see
+/// [`Mmaps::withdraw`]). Nothing to do for kernel objects (`udata` NULL).
+///
+/// # Safety
+///
+/// `udata` must be NULL or the driver udata of a live uverbs command (or of
+/// the core's cleanup of a ucontext's objects) on an oxe device.
+pub(crate) unsafe fn withdraw(udata: *mut b::ib_udata, bufs: &[&SharedBuf]) {
+    // SAFETY: per the function's contract.
+    let Some(uc) = (unsafe { OxeUcontext::from_udata(udata) }) else {
+        return;
+    };
+    if let Ok(mmaps) = uc.mmaps() {
+        for buf in bufs {
+            mmaps.withdraw(buf);
+        }
     }
 }
 

@@ -20,6 +20,7 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 #include <rdma/ib_user_verbs.h>
+#include <rdma/rdma_user_rxe.h>
 
 #include "kselftest_harness.h"
 #include "oxe_test.h"
@@ -721,6 +722,241 @@ TEST(killed_in_the_middle_of_a_transfer)
 	struct ibv_context *ctx = open_dev();
 	ASSERT_NE(NULL, ctx);
 	ASSERT_EQ(0, ibv_close_device(ctx));
+}
+
+/*
+ * Rings that user space never mmapped. librxe maps each ring during
+ * ibv_create_cq/ibv_create_qp (and unmaps it at destroy), so these tests write
+ * the uverbs commands to the context's file themselves, as libibverbs does but
+ * without the mmap: the rings stay offered for mmap. Destroying the object, or
+ * a create or resize that fails after the offer, must free them now, not when
+ * the file is closed. /proc/vmallocinfo (root only) lists each ring as a
+ * vmalloc area allocated from rdma_oxe.
+ */
+#define RINGS 1000
+/* Other rdma_oxe vmalloc areas that may come and go meanwhile. */
+#define RING_SLACK (RINGS / 10)
+
+/* Pages of the live vmalloc areas allocated from rdma_oxe; -1 if unreadable. */
+static long oxe_vmalloc_pages(void)
+{
+	char *line = NULL;
+	size_t cap = 0;
+	long pages = 0;
+	FILE *f = fopen("/proc/vmallocinfo", "r");
+
+	if (!f)
+		return -1;
+	while (getline(&line, &cap, f) > 0) {
+		char *p = strstr(line, " pages=");
+
+		if (p && strstr(line, "[rdma_oxe]"))
+			pages += strtol(p + 7, NULL, 10);
+	}
+	free(line);
+	fclose(f);
+	return pages;
+}
+
+struct raw_cq_resp {
+	struct ib_uverbs_create_cq_resp base;
+	struct rxe_create_cq_resp drv;
+};
+
+struct raw_qp_resp {
+	struct ib_uverbs_create_qp_resp base;
+	struct rxe_create_qp_resp drv;
+};
+
+/* Writes a uverbs command; 0 or -errno. */
+static int raw_cmd(struct ibv_context *ctx, void *req, size_t len)
+{
+	return write(ctx->cmd_fd, req, len) == (ssize_t)len ? 0 : -errno;
+}
+
+/* CREATE_CQ of one entry, answered in @resp. */
+static int raw_create_cq(struct ibv_context *ctx, struct raw_cq_resp *resp)
+{
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_create_cq cmd;
+	} req = {
+		.hdr = { .command = IB_USER_VERBS_CMD_CREATE_CQ, .in_words = sizeof(req) / 4,
+			 .out_words = sizeof(*resp) / 4 },
+		.cmd = { .response = (uintptr_t)resp, .cqe = 1, .comp_channel = -1 },
+	};
+
+	return raw_cmd(ctx, &req, sizeof(req));
+}
+
+static int raw_destroy_cq(struct ibv_context *ctx, uint32_t handle)
+{
+	struct ib_uverbs_destroy_cq_resp resp;
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_destroy_cq cmd;
+	} req = {
+		.hdr = { .command = IB_USER_VERBS_CMD_DESTROY_CQ, .in_words = sizeof(req) / 4,
+			 .out_words = sizeof(resp) / 4 },
+		.cmd = { .response = (uintptr_t)&resp, .cq_handle = handle },
+	};
+
+	return raw_cmd(ctx, &req, sizeof(req));
+}
+
+static int raw_resize_cq(struct ibv_context *ctx, uint32_t handle, uint32_t cqe)
+{
+	struct {
+		struct ib_uverbs_resize_cq_resp base;
+		struct rxe_resize_cq_resp drv;
+	} resp;
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_resize_cq cmd;
+	} req = {
+		.hdr = { .command = IB_USER_VERBS_CMD_RESIZE_CQ, .in_words = sizeof(req) / 4,
+			 .out_words = sizeof(resp) / 4 },
+		.cmd = { .response = (uintptr_t)&resp, .cq_handle = handle, .cqe = cqe },
+	};
+
+	return raw_cmd(ctx, &req, sizeof(req));
+}
+
+/* CREATE_QP of an RC QP with one-entry rings, answered in @resp. */
+static int raw_create_qp(struct ibv_pd *pd, struct ibv_cq *cq, struct raw_qp_resp *resp)
+{
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_create_qp cmd;
+	} req = {
+		.hdr = { .command = IB_USER_VERBS_CMD_CREATE_QP, .in_words = sizeof(req) / 4,
+			 .out_words = sizeof(*resp) / 4 },
+		.cmd = { .response = (uintptr_t)resp, .pd_handle = pd->handle,
+			 .send_cq_handle = cq->handle, .recv_cq_handle = cq->handle,
+			 .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1,
+			 .max_recv_sge = 1, .qp_type = IBV_QPT_RC },
+	};
+
+	return raw_cmd(pd->context, &req, sizeof(req));
+}
+
+static int raw_destroy_qp(struct ibv_context *ctx, uint32_t handle)
+{
+	struct ib_uverbs_destroy_qp_resp resp;
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_destroy_qp cmd;
+	} req = {
+		.hdr = { .command = IB_USER_VERBS_CMD_DESTROY_QP, .in_words = sizeof(req) / 4,
+			 .out_words = sizeof(resp) / 4 },
+		.cmd = { .response = (uintptr_t)&resp, .qp_handle = handle },
+	};
+
+	return raw_cmd(ctx, &req, sizeof(req));
+}
+
+FIXTURE(rings) {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_cq *cq;
+	uint32_t handles[RINGS];
+	long base;
+};
+
+FIXTURE_SETUP(rings)
+{
+	self->ctx = open_dev();
+	ASSERT_NE(NULL, self->ctx);
+	self->pd = ibv_alloc_pd(self->ctx);
+	ASSERT_NE(NULL, self->pd);
+	self->cq = ibv_create_cq(self->ctx, 16, NULL, NULL, 0);
+	ASSERT_NE(NULL, self->cq);
+	self->base = oxe_vmalloc_pages();
+}
+
+FIXTURE_TEARDOWN(rings)
+{
+}
+
+/* Destroyed CQs whose rings were never mapped: the rings go with them. */
+TEST_F_TIMEOUT(rings, destroyed_cqs_free_their_unmapped_rings, 300)
+{
+	struct raw_cq_resp resp;
+	long held, after;
+
+	if (self->base < 0)
+		SKIP(return, "/proc/vmallocinfo is readable by root only");
+	for (int i = 0; i < RINGS; i++) {
+		ASSERT_EQ(0, raw_create_cq(self->ctx, &resp));
+		self->handles[i] = resp.base.cq_handle;
+	}
+	held = oxe_vmalloc_pages();
+	for (int i = 0; i < RINGS; i++)
+		ASSERT_EQ(0, raw_destroy_cq(self->ctx, self->handles[i]));
+	after = oxe_vmalloc_pages();
+	TH_LOG("rdma_oxe vmalloc pages: %ld, %ld with %d CQs, %ld after destroying them",
+	       self->base, held, RINGS, after);
+	/* The count sees the rings (a page at least each)... */
+	ASSERT_LE(self->base + RINGS, held);
+	/* ...and they are gone. */
+	EXPECT_GT(self->base + RING_SLACK, after);
+}
+
+/* Destroyed QPs whose SQ and RQ were never mapped: the rings go with them. */
+TEST_F_TIMEOUT(rings, destroyed_qps_free_their_unmapped_rings, 300)
+{
+	struct raw_qp_resp resp;
+	long held, after;
+
+	if (self->base < 0)
+		SKIP(return, "/proc/vmallocinfo is readable by root only");
+	for (int i = 0; i < RINGS; i++) {
+		ASSERT_EQ(0, raw_create_qp(self->pd, self->cq, &resp));
+		self->handles[i] = resp.base.qp_handle;
+	}
+	held = oxe_vmalloc_pages();
+	for (int i = 0; i < RINGS; i++)
+		ASSERT_EQ(0, raw_destroy_qp(self->ctx, self->handles[i]));
+	after = oxe_vmalloc_pages();
+	TH_LOG("rdma_oxe vmalloc pages: %ld, %ld with %d QPs, %ld after destroying them",
+	       self->base, held, RINGS, after);
+	ASSERT_LE(self->base + 2 * RINGS, held);
+	EXPECT_GT(self->base + RING_SLACK, after);
+}
+
+/*
+ * Creates that fail after offering their rings (the answer cannot be written:
+ * a read-only response buffer), and resizes, each of which replaces the ring
+ * of a CQ that never mapped any: nothing stays behind.
+ */
+TEST_F_TIMEOUT(rings, failed_creates_and_resizes_free_unmapped_rings, 300)
+{
+	char *ro = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct raw_cq_resp resp;
+	long after_cq, after_qp, after_resize;
+
+	if (self->base < 0)
+		SKIP(return, "/proc/vmallocinfo is readable by root only");
+	ASSERT_NE(MAP_FAILED, ro);
+	for (int i = 0; i < RINGS; i++)
+		ASSERT_EQ(-EFAULT, raw_create_cq(self->ctx, (struct raw_cq_resp *)ro));
+	after_cq = oxe_vmalloc_pages();
+	for (int i = 0; i < RINGS; i++)
+		ASSERT_EQ(-EFAULT, raw_create_qp(self->pd, self->cq, (struct raw_qp_resp *)ro));
+	after_qp = oxe_vmalloc_pages();
+	ASSERT_EQ(0, raw_create_cq(self->ctx, &resp));
+	/* The count sees the new ring. */
+	ASSERT_LT(after_qp, oxe_vmalloc_pages());
+	for (int i = 0; i < RINGS; i++)
+		ASSERT_EQ(0, raw_resize_cq(self->ctx, resp.base.cq_handle, 1 + (i & 1)));
+	ASSERT_EQ(0, raw_destroy_cq(self->ctx, resp.base.cq_handle));
+	after_resize = oxe_vmalloc_pages();
+	TH_LOG("rdma_oxe vmalloc pages: %ld; %ld after %d failed CQ creates, %ld after as many "
+	       "failed QP creates, %ld after a CQ resized as many times and destroyed",
+	       self->base, after_cq, RINGS, after_qp, after_resize);
+	EXPECT_GT(self->base + RING_SLACK, after_cq);
+	EXPECT_GT(self->base + RING_SLACK, after_qp);
+	EXPECT_GT(self->base + RING_SLACK, after_resize);
 }
 
 TEST_HARNESS_MAIN
