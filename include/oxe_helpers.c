@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* C helpers for kernel macros and static inlines; see oxe_helpers.h. */
 
+#include <linux/etherdevice.h>
 #include <linux/if_vlan.h>
 #include <linux/namei.h>
 #include <linux/sched/mm.h>
@@ -40,7 +41,8 @@ unsigned int oxe_netdev_mtu(struct net_device *ndev)
 
 bool oxe_netdev_mac(struct net_device *ndev, u8 mac[6])
 {
-	if (ndev->addr_len < ETH_ALEN || !ndev->dev_addr)
+	if (ndev->addr_len < ETH_ALEN || !ndev->dev_addr ||
+	    is_zero_ether_addr(ndev->dev_addr))
 		return false;
 	memcpy(mac, ndev->dev_addr, ETH_ALEN);
 	return true;

@@ -27,7 +27,7 @@ void oxe_netdev_port_state(struct net_device *ndev, enum ib_port_state *state,
 void oxe_dev_put(struct net_device *ndev);
 /* net_device is opaque to Rust (kernel::bindings has no fields for it). */
 unsigned int oxe_netdev_mtu(struct net_device *ndev);
-/* Copies the MAC into @mac; false if the netdev has none. */
+/* Copies the MAC into @mac; false if the netdev has none (or all zeros, as lo). */
 bool oxe_netdev_mac(struct net_device *ndev, u8 mac[6]);
 bool oxe_is_vlan_dev(struct net_device *ndev);
 unsigned int oxe_num_possible_cpus(void);

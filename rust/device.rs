@@ -116,11 +116,15 @@ impl Drop for NetdevRef {
     }
 }
 
+/// The MAC the device's GUIDs derive from, read once when the device is
+/// created. A netdev without one (or with an all-zero one, as `lo`) gets a
+/// random one instead, so that the GUID is still unique, and the same for as
+/// long as the device exists.
 fn mac_of(ndev: *mut b::net_device) -> [u8; 6] {
     let mut mac = [0u8; 6];
     // SAFETY: `ndev` is referenced by the caller; `mac` has room for 6 bytes.
     if !unsafe { b::oxe_netdev_mac(ndev, mac.as_mut_ptr()) } {
-        // Connection management needs a unique GID even without a MAC.
+        // Connection management needs a unique GUID even without a MAC.
         // SAFETY: writes `mac.len()` bytes into `mac`.
         unsafe { b::get_random_bytes(mac.as_mut_ptr().cast(), mac.len()) };
         mac[0] = (mac[0] & 0xfe) | 0x02;
@@ -310,26 +314,20 @@ unsafe extern "C" fn query_device(
     a.max_cq = params::MAX_CQ as c_int;
     a.max_cqe = params::MAX_CQE as c_int;
     a.max_mr = params::MAX_MR as c_int;
-    a.max_mw = params::MAX_MW as c_int;
     a.max_pd = params::MAX_PD as c_int;
     a.max_qp_rd_atom = params::MAX_QP_RD_ATOM as c_int;
     a.max_res_rd_atom = params::MAX_RES_RD_ATOM as c_int;
     a.max_qp_init_rd_atom = params::MAX_QP_INIT_RD_ATOM as c_int;
     a.atomic_cap = b::ib_atomic_cap_IB_ATOMIC_HCA;
-    a.max_mcast_grp = params::MAX_MCAST_GRP as c_int;
-    a.max_mcast_qp_attach = params::MAX_MCAST_QP_ATTACH as c_int;
-    a.max_total_mcast_qp_attach = params::MAX_TOTAL_MCAST_QP_ATTACH as c_int;
-    a.max_ah = params::MAX_AH as c_int;
-    a.max_srq = params::MAX_SRQ as c_int;
-    a.max_srq_wr = params::MAX_SRQ_WR as c_int;
-    a.max_srq_sge = params::MAX_SRQ_SGE as c_int;
+    // No SRQ, memory window, address handle or multicast verbs (the ops table
+    // has none): their limits stay 0, as do those of the other missing verbs.
     a.max_fast_reg_page_list_len = params::MAX_FAST_REG_PAGE_LIST_LEN;
     a.max_pkeys = params::MAX_PKEYS;
     a.local_ca_ack_delay = params::LOCAL_CA_ACK_DELAY;
-    if let Some(nd) = NetdevRef::get(ib) {
-        a.sys_image_guid = u64::from_ne_bytes(params::eui64_from_mac(mac_of(nd.0)));
-    }
-    // SAFETY: as above.
+    // One system image per device: its node GUID, chosen at creation.
+    // SAFETY: `ib` is live.
+    a.sys_image_guid = unsafe { (*ib).node_guid };
+    // SAFETY: `udata` is NULL (kernel caller) or the command's udata.
     unsafe { b::oxe_respond_empty_udata(udata) }
 }
 

@@ -2,7 +2,9 @@
 
 //! Device and port parameters. The values match rdma_rxe's
 //! (drivers/infiniband/sw/rxe/rxe_param.h): librxe, perftest and an rxe peer
-//! size their queues, read depths and MTU from them.
+//! size their queues, read depths and MTU from them. The limits of verbs oxe
+//! does not implement (SRQ, memory windows, address handles, multicast) are
+//! not here: oxe reports 0 for them.
 
 /// rxe's uverbs ABI version (drivers/infiniband/sw/rxe/rxe.h); librxe takes 1..2.
 pub const UVERBS_ABI_VERSION: u32 = 2;
@@ -22,19 +24,11 @@ pub const MAX_INLINE_DATA: u32 = MAX_SGE * 16;
 pub const MAX_CQ: u32 = DEFAULT_MAX;
 pub const MAX_CQE: u32 = (1 << 15) - 1;
 pub const MAX_MR: u32 = (DEFAULT_MAX >> 1) - 1;
-pub const MAX_MW: u32 = (DEFAULT_MAX >> 1) - 1;
 pub const MAX_PD: u32 = DEFAULT_MAX;
 /// A peer's perftest sets our max_rd_atomic to its own value, so accept rxe's.
 pub const MAX_QP_RD_ATOM: u32 = 128;
 pub const MAX_QP_INIT_RD_ATOM: u32 = 128;
 pub const MAX_RES_RD_ATOM: u32 = 0x3f000;
-pub const MAX_MCAST_GRP: u32 = 8192;
-pub const MAX_MCAST_QP_ATTACH: u32 = 56;
-pub const MAX_TOTAL_MCAST_QP_ATTACH: u32 = 0x70000;
-pub const MAX_AH: u32 = (1 << 15) - 1;
-pub const MAX_SRQ: u32 = DEFAULT_MAX - 0x0002_0001;
-pub const MAX_SRQ_WR: u32 = DEFAULT_MAX;
-pub const MAX_SRQ_SGE: u32 = 27;
 pub const MAX_FAST_REG_PAGE_LIST_LEN: u32 = 512;
 pub const MAX_PKEYS: u16 = 64;
 pub const LOCAL_CA_ACK_DELAY: u8 = 15;

@@ -4,7 +4,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 ktap_print_header
-ktap_set_plan 25
+ktap_set_plan 32
 
 # --- module
 check "module loads" oxe_load
@@ -28,6 +28,24 @@ check "ibv_devinfo: node_guid is the EUI-64 of the MAC" \
 	sh -c "echo '$info' | grep -q 'node_guid:.*5054:00ff:fe12:3456'"
 check "ibv_devinfo: vendor_id 0xffffff (rxe's, so perftest treats it alike)" \
 	sh -c "echo '$info' | grep -q 'vendor_id:.*0xffffff'"
+
+# The node and system image GUIDs: one value, from the MAC.
+guids() {
+	ibv_devinfo -d "$1" 2>/dev/null |
+		awk '$1 == "node_guid:" || $1 == "sys_image_guid:" { print $2 }'
+}
+mac_guids() { [ "$(guids oxe0 | sort -u)" = 5054:00ff:fe12:3456 ]; }
+check "ibv_devinfo: sys_image_guid is the node_guid" mac_guids
+
+# No limits for verbs oxe does not implement: SRQ, MW, AH, multicast.
+vinfo=$(ibv_devinfo -v -d oxe0 2>&1)
+echo "$vinfo" | grep -E 'max_(srq|mw|ah|mcast|total_mcast)' | sed 's/^/# /'
+all_zero() { for f; do echo "$vinfo" | grep -Eq "^[[:space:]]*$f:[[:space:]]+0\$" || return 1; done; }
+check "ibv_devinfo -v: max_srq, max_srq_wr, max_srq_sge 0 (no SRQ)" all_zero max_srq max_srq_wr max_srq_sge
+check "ibv_devinfo -v: max_mw 0 (no memory windows)" all_zero max_mw
+check "ibv_devinfo -v: max_ah 0 (no address handles)" all_zero max_ah
+check "ibv_devinfo -v: max_mcast_grp, max_mcast_qp_attach, max_total_mcast_qp_attach 0" \
+	all_zero max_mcast_grp max_mcast_qp_attach max_total_mcast_qp_attach
 
 gids=$(ibv_devinfo -v -d oxe0 2>&1 | grep GID)
 echo "$gids" | sed 's/^/# /'
@@ -74,6 +92,20 @@ check "active_mtu follows the netdev MTU as rxe computes it (9000 -> 4096, 1100 
 
 ip link del vth0
 check "deleting the netdev removes its device" wait_for 60 sh -c '! [ -e /sys/class/infiniband/oxe1 ]'
+
+# A netdev without a MAC (the guest kernel has no tun or IP tunnels; lo's MAC
+# is all zeros, which oxe takes as none): the GUID is chosen once, when the
+# device is created, and both GUIDs keep it.
+rdma link add oxe2 type oxe netdev lo
+lo1=$(guids oxe2)
+lo2=$(guids oxe2)
+echo "# oxe2 on lo: node_guid, sys_image_guid: $(echo $lo1), then $(echo $lo2)"
+one_guid() { [ -n "$1" ] && [ "$1" = "$2" ] && [ "$(echo "$1" | sort -u | wc -l)" = 1 ]; }
+check "no MAC (lo): node_guid and sys_image_guid are one value, the same in two queries" \
+	one_guid "$lo1" "$lo2"
+not_zero_mac() { [ -n "$1" ] && ! echo "$1" | grep -q 0200:00ff:fe00:0000; }
+check "no MAC (lo): the GUID is not the EUI-64 of the all-zero MAC" not_zero_mac "$lo1"
+rdma link delete oxe2
 
 # rmmod with devices present tears them down.
 ip link add vth0 type veth peer name vth1
