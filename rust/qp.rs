@@ -170,9 +170,17 @@ impl Qp {
         }
     }
 
-    /// Moves the QP to ERR (after a failed completion or by modify_qp).
-    pub(crate) fn set_error(&self) {
+    /// Moves the QP to ERR. Every way into ERR comes here (modify_qp, and
+    /// the errors of the requester, completer and responder), with the RQ
+    /// lock held: the posted receives are flushed and the message in
+    /// progress is dropped with its MR references, which `dereg_mr` would
+    /// otherwise wait for as long as the QP lives. The state changes under
+    /// the RQ lock, which `receive` checks it under, so no packet starts a
+    /// new message afterwards. The SQ is flushed by the requester, which
+    /// does so whenever it runs in ERR.
+    pub(crate) fn set_error(&self, rq: &mut RecvSide) {
         self.attr.lock().state = STATE_ERR;
+        self.flush_rq(rq);
     }
 
     pub(crate) fn cqe(&self, wr_id: u64, status: u32, opcode: u32, byte_len: u32) -> Cqe {
@@ -189,8 +197,12 @@ impl Qp {
         }
     }
 
-    /// Completes every posted receive with WR_FLUSH_ERR.
-    pub(crate) fn flush_rq(&self, rq: &mut RecvSide) {
+    /// Completes every posted receive with WR_FLUSH_ERR, after a receive
+    /// completion still held back, so that completions stay in RQ order.
+    fn flush_rq(&self, rq: &mut RecvSide) {
+        if let Some((cqe, solicited)) = rq.deferred.take() {
+            let _ = self.rcq().post(&cqe, solicited);
+        }
         while rq.queue.peek_into(&mut rq.wqe) {
             let w = wqe::RecvWqe::parse(&rq.wqe).unwrap_or_default();
             let cqe = self.cqe(
@@ -668,7 +680,7 @@ unsafe fn modify(
     match new_state {
         STATE_ERR => {
             qp.flush_sq(&mut sq);
-            qp.flush_rq(&mut rq);
+            qp.set_error(&mut rq);
         }
         STATE_RESET => {
             // Back to a clean slate: drop what was posted, like rxe.

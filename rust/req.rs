@@ -105,15 +105,15 @@ fn complete(qp: &Qp, sq: &mut SendSide, w: &SendWqe, status: u32) {
     // Free the slot before the CQE is visible: a user with a one-deep SQ
     // posts again as soon as it polls the completion.
     sq.queue.advance_consumer();
+    let mut failed = !ok;
     if !ok || qp.sq_sig_all || w.send_flags & flags::SIGNALED != 0 {
         let cqe = qp.cqe(w.wr_id, status, wc_opcode(w.opcode), w.length);
-        if qp.scq().post(&cqe, false).is_err() {
-            qp.set_error();
-        }
+        failed |= qp.scq().post(&cqe, false).is_err();
     }
-    if !ok {
-        // Error completions move the QP to ERR; the rest is flushed.
-        qp.set_error();
+    if failed {
+        // Error completions (and a full CQ) move the QP to ERR; `run` then
+        // flushes the SQ. Lock order: the caller holds the SQ.
+        qp.set_error(&mut qp.rq.lock());
     }
 }
 

@@ -95,8 +95,7 @@ fn is_last(opcode: u8) -> bool {
 
 /// A class C/D error (IBA 9.9.3): NAK, and the responder's QP goes to ERR.
 fn fatal(qp: &Qp, rq: &mut RecvSide, nak: Nak) -> Reply {
-    qp.set_error();
-    qp.flush_rq(rq);
+    qp.set_error(rq);
     Reply::Nak(nak)
 }
 
@@ -138,8 +137,7 @@ pub(crate) fn post_deferred(qp: &Qp) {
     let mut rq = qp.rq.lock();
     if let Some((cqe, solicited)) = rq.deferred.take() {
         if qp.rcq().post(&cqe, solicited).is_err() {
-            qp.set_error();
-            qp.flush_rq(&mut rq);
+            qp.set_error(&mut rq);
         }
     }
 }
@@ -182,12 +180,14 @@ fn remote(
 
 /// Receives one request packet. `sink` takes READ response packets.
 pub(crate) fn receive(qp: &Qp, pkt: &Pkt<'_>, sink: &mut dyn FnMut(&Pkt<'_>) -> bool) -> Reply {
+    // Checked under the RQ lock: `Qp::set_error` flushes under it, and no
+    // packet may start a message on an ERR QP after the flush.
+    let mut guard = qp.rq.lock();
+    let rq = &mut *guard;
     let attrs = qp.attrs();
     if !matches!(attrs.state, STATE_RTR | STATE_RTS | STATE_SQD | STATE_SQE) || qp.is_dead() {
         return Reply::Drop;
     }
-    let mut guard = qp.rq.lock();
-    let rq = &mut *guard;
     if packet::psn_diff(pkt.psn, rq.epsn) != 0 {
         return Reply::Nak(Nak::Sequence);
     }

@@ -522,6 +522,97 @@ TEST_F(dp, recv_buffer_too_small_is_length_error)
 	EXPECT_EQ(5, wc.wr_id);
 }
 
+/* Polls @cq for one completion for up to @ms milliseconds. */
+static int poll_wc_ms(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
+{
+	for (int t = 0; t <= ms; t++) {
+		int n = ibv_poll_cq(cq, 1, wc);
+
+		if (n)
+			return n;
+		usleep(1000);
+	}
+	return 0;
+}
+
+/*
+ * A QP that goes to ERR through its own failure (here its requester's: a
+ * SEND with a bad lkey) in the middle of an incoming multi-packet message.
+ * Its posted receives are flushed, and the message's MR reference goes, so
+ * dereg_mr of the target MR returns while the QP still exists. Before, the
+ * reference stayed until the QP was destroyed: dereg_mr slept uninterruptibly,
+ * and so did process exit, which destroys newer objects (the MR) first.
+ * The message is left half done by a 3-packet WRITE with immediate that
+ * meets an empty RQ at its last packet: RNR, and a sender with rnr_retry 0
+ * gives up. dereg_mr runs in a child, so that a hang fails the test; the
+ * parent then destroys the QP, which releases the child.
+ */
+TEST_F_TIMEOUT(dp, error_mid_message_flushes_and_releases_mrs, 180)
+{
+	struct ibv_qp_init_attr qia = {
+		.send_cq = self->a.cq, .recv_cq = self->a.cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 1, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct ibv_qp *sender = ibv_create_qp(self->a.pd, &qia);
+	char *dst = self->b.buf + 65536;
+	struct ibv_mr *target = ibv_reg_mr(self->b.pd, dst, 16384, ACC_ALL);
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 3000, self->a.mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+		.send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(5),
+	}, *bad;
+	struct ibv_qp_attr qa;
+	struct ibv_wc wc;
+	int st = -1, waited;
+	pid_t pid, r;
+
+	ASSERT_NE(NULL, sender);
+	ASSERT_NE(NULL, target);
+	ASSERT_EQ(0, connect_rc(self->ctx, sender, self->b.qp->qp_num, ACC_ALL, 0));
+	memset(self->a.buf, 'm', 3000);
+	wr.wr.rdma.remote_addr = (uintptr_t)dst;
+	wr.wr.rdma.rkey = target->rkey;
+	ASSERT_EQ(0, ibv_post_send(sender, &wr, &bad));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	ASSERT_EQ(IBV_WC_RNR_RETRY_EXC_ERR, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	/* Two of the three packets (MTU 1024) landed: B is mid-message. */
+	ASSERT_EQ('m', dst[2047]);
+	ASSERT_EQ(0, dst[2048]);
+
+	for (int i = 0; i < 3; i++)
+		ASSERT_EQ(0, post_recv(self->b.qp, self->b.buf, 64, self->b.mr->lkey, 11 + i));
+	ASSERT_EQ(0, post(self->b.qp, IBV_WR_SEND, self->b.buf, 64, self->b.mr->lkey ^ 0x55,
+			  0, 0, 21));
+	ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
+	EXPECT_EQ(21, wc.wr_id);
+	EXPECT_EQ(IBV_WC_LOC_PROT_ERR, wc.status);
+	ASSERT_EQ(0, ibv_query_qp(self->b.qp, &qa, IBV_QP_STATE, &qia));
+	EXPECT_EQ(IBV_QPS_ERR, qa.qp_state);
+	/* The flush follows the error completion at once; 5 s is plenty. */
+	for (int i = 0; i < 3; i++) {
+		if (!poll_wc_ms(self->b.cq, &wc, 5000)) {
+			EXPECT_TRUE(0) TH_LOG("receive %d not flushed", 11 + i);
+			break;
+		}
+		EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, wc.status);
+		EXPECT_EQ(11 + i, wc.wr_id);
+	}
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid)
+		_exit(ibv_dereg_mr(target) ? 1 : 0);
+	for (waited = 0; !(r = waitpid(pid, &st, WNOHANG)) && waited < 60000; waited += 10)
+		usleep(10000);
+	if (!r) {
+		ibv_destroy_qp(self->b.qp);
+		waitpid(pid, &st, 0);
+	}
+	EXPECT_NE(0, r) TH_LOG("dereg_mr still waiting after 60 s, with the QP in ERR");
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
 TEST_F(dp, rnr_waits_for_a_receive)
 {
 	struct ibv_wc wc;
