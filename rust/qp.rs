@@ -115,11 +115,13 @@ pub(crate) struct Qp {
     krq: IrqSpinLock<Option<Queue>>,
     #[pin]
     work: Work<Qp>,
-    /// Set by destroy: no more work is queued.
+    /// Set by destroy, before it takes the SQ and RQ locks: no more work is
+    /// queued, and nothing posts to the CQs (checked under those locks).
     pub(crate) dead: Atomic<i32>,
 }
 
-// The raw pointers name objects the core keeps alive while the QP exists.
+// The raw pointers name objects the core keeps alive while the QP exists
+// (the device) or until destroy_qp returns (the CQs; see `teardown`).
 // SAFETY: all mutable state is behind locks.
 unsafe impl Send for Qp {}
 // SAFETY: as above.
@@ -147,13 +149,18 @@ impl Qp {
         unsafe { &*self.dev }
     }
 
+    /// The send CQ. Only for the verbs, which the core never runs alongside
+    /// destroy, and for the transport holding the SQ or RQ lock with the QP
+    /// seen alive under it: destroy takes both after marking it dead, and
+    /// the core frees the CQs only after destroy.
     pub(crate) fn scq(&self) -> &OxeCq {
-        // SAFETY: the core keeps the CQ while the QP uses it.
+        // SAFETY: the QP is not destroyed yet, per the above.
         unsafe { &*self.scq }
     }
 
+    /// The receive CQ, as for [`Qp::scq`].
     pub(crate) fn rcq(&self) -> &OxeCq {
-        // SAFETY: as above.
+        // SAFETY: as for `scq`.
         unsafe { &*self.rcq }
     }
 
@@ -530,6 +537,10 @@ unsafe fn teardown(ib: *mut b::ib_qp, udata: *mut b::ib_udata) {
     // touches the ib_qp or the CQs after they are gone.
     // SAFETY: the work item lives in `qp`, which we hold.
     unsafe { b::flush_work(Work::raw_get(ptr::addr_of!(qp.work))) };
+    // A peer may still hold the QP. Taking each lock after marking it dead
+    // waits out those that post to its CQs under it (a peer's `receive` and
+    // `post_deferred` under the RQ lock), and later holders see it dead: the
+    // core may free the CQs once this returns.
     // Lock order: SQ before RQ, as the transport takes them.
     let sq = qp.sq.lock().queue.buf().clone();
     let rq = qp.rq.lock().queue.buf().clone();

@@ -135,6 +135,11 @@ fn defer_recv(rq: &mut RecvSide, cqe: Cqe, solicited: bool) {
 /// Posts the receive completion held back by `defer_recv`.
 pub(crate) fn post_deferred(qp: &Qp) {
     let mut rq = qp.rq.lock();
+    // The sender holds the QP, maybe past its destroy and its CQs' (see
+    // `qp::teardown`).
+    if qp.is_dead() {
+        return;
+    }
     if let Some((cqe, solicited)) = rq.deferred.take() {
         if qp.rcq().post(&cqe, solicited).is_err() {
             qp.set_error(&mut rq);

@@ -772,6 +772,98 @@ TEST_F(dp, destroy_qp_with_work_outstanding)
 	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
 }
 
+/*
+ * Peers destroyed, QP then CQ, while senders still send to them: each
+ * sender's work item runs its peer's responder and posts the peer's receive
+ * completions (loopback), holding the peer QP, so it may get there after the
+ * destroy. Once destroy_qp returns nothing may post to the peer's CQs, which
+ * destroy_cq frees: under KASAN a later post is a slab-use-after-free. A
+ * sender has to be held up at the wrong moment, so this is a numbers game:
+ * four pairs keep both CPUs busy, and each round the destroys land at
+ * another point of the stream.
+ */
+#define CHURN_ROUNDS 200
+#define CHURN_PAIRS 4
+#define CHURN_SENDS 128
+
+TEST_F_TIMEOUT(dp, destroy_peer_and_its_cq_while_sending, 600)
+{
+	struct ibv_qp_init_attr qia = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = CHURN_SENDS, .max_recv_wr = CHURN_SENDS,
+			 .max_send_sge = 1, .max_recv_sge = 1 },
+	};
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 1024, self->a.mr->lkey };
+	struct ibv_send_wr wrs[CHURN_SENDS], *bad;
+	struct ibv_cq *scq[CHURN_PAIRS];
+	struct ibv_wc wc[64];
+	long done[2] = { 0, 0 };
+
+	for (int i = 0; i < CHURN_SENDS; i++)
+		wrs[i] = (struct ibv_send_wr){
+			.wr_id = i, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_SEND,
+			.send_flags = IBV_SEND_SIGNALED,
+			.next = i + 1 < CHURN_SENDS ? &wrs[i + 1] : NULL,
+		};
+	for (int k = 0; k < CHURN_PAIRS; k++) {
+		scq[k] = ibv_create_cq(self->ctx, 2 * CHURN_SENDS, NULL, NULL, 0);
+		ASSERT_NE(NULL, scq[k]);
+	}
+	for (int round = 0; round < CHURN_ROUNDS; round++) {
+		struct ibv_qp *sender[CHURN_PAIRS], *peer[CHURN_PAIRS];
+		struct ibv_cq *pcq[CHURN_PAIRS];
+		int seen = 0;
+
+		for (int k = 0; k < CHURN_PAIRS; k++) {
+			pcq[k] = ibv_create_cq(self->ctx, 2 * CHURN_SENDS, NULL, NULL, 0);
+			ASSERT_NE(NULL, pcq[k]);
+			qia.send_cq = qia.recv_cq = pcq[k];
+			peer[k] = ibv_create_qp(self->b.pd, &qia);
+			ASSERT_NE(NULL, peer[k]);
+			qia.send_cq = qia.recv_cq = scq[k];
+			sender[k] = ibv_create_qp(self->a.pd, &qia);
+			ASSERT_NE(NULL, sender[k]);
+			ASSERT_EQ(0, connect_rc(self->ctx, peer[k], sender[k]->qp_num, ACC_ALL, 7));
+			ASSERT_EQ(0, connect_rc(self->ctx, sender[k], peer[k]->qp_num, ACC_ALL, 7));
+			for (int i = 0; i < CHURN_SENDS; i++)
+				ASSERT_EQ(0, post_recv(peer[k], self->b.buf + i * 1024, 1024,
+						       self->b.mr->lkey, i));
+		}
+		for (int k = 0; k < CHURN_PAIRS; k++)
+			ASSERT_EQ(0, ibv_post_send(sender[k], wrs, &bad));
+		/* Let a different number of SENDs through each round. */
+		for (int t = 0; t < 20000 && seen < round % 32; t++) {
+			int n = ibv_poll_cq(scq[0], 64, wc);
+
+			ASSERT_LE(0, n);
+			for (int i = 0; i < n; i++)
+				done[wc[i].status != IBV_WC_SUCCESS]++;
+			seen += n;
+		}
+		for (int k = 0; k < CHURN_PAIRS; k++) {
+			ASSERT_EQ(0, ibv_destroy_qp(peer[k]));
+			ASSERT_EQ(0, ibv_destroy_cq(pcq[k]));
+		}
+		for (int k = 0; k < CHURN_PAIRS; k++) {
+			int n;
+
+			ASSERT_EQ(0, ibv_destroy_qp(sender[k]));
+			while ((n = ibv_poll_cq(scq[k], 64, wc)) > 0)
+				for (int i = 0; i < n; i++)
+					done[wc[i].status != IBV_WC_SUCCESS]++;
+		}
+	}
+	TH_LOG("%d rounds: %ld SENDs completed, %ld failed or flushed", CHURN_ROUNDS, done[0],
+	       done[1]);
+	/* The device still works. */
+	struct ibv_wc one;
+
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_RDMA_WRITE, self->a.buf, 8, self->a.mr->lkey,
+			  (uintptr_t)self->b.buf, self->b.mr->rkey, 99));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &one));
+	EXPECT_EQ(IBV_WC_SUCCESS, one.status);
+}
+
 TEST(killed_in_the_middle_of_a_transfer)
 {
 	int pfd[2];
