@@ -35,8 +35,9 @@ rm -f "$out/status" "$out/console.log"
 printf '%q ' "$@" >"$out/cmd"
 echo >>"$out/cmd"
 
-case $kdir in
-*-kasan-*) extra_append="acpi=noirq $extra_append" ;;
+machine=${OXE_MACHINE:-q35}
+case $machine,$kdir in
+pc,*-kasan-*) extra_append="acpi=noirq $extra_append" ;;
 esac
 
 bzimage="$kdir/arch/x86/boot/bzImage"
@@ -44,7 +45,7 @@ bzimage="$kdir/arch/x86/boot/bzImage"
 
 # hubport: the NIC has carrier but nothing at all on the other side.
 qemu_args=(
-	-accel tcg,thread=multi -cpu max -smp "${OXE_SMP:-2}" -m "$mem"
+	-machine "$machine" -accel tcg,thread=multi -cpu "${OXE_CPU:-max}" -smp "${OXE_SMP:-2}" -m "$mem"
 	-display none -no-reboot
 	-serial "file:$out/console.log"
 	-kernel "$bzimage"
