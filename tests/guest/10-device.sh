@@ -41,7 +41,9 @@ check "ibv_devinfo: sys_image_guid is the node_guid" mac_guids
 vinfo=$(ibv_devinfo -v -d oxe0 2>&1)
 echo "$vinfo" | grep -E 'max_(srq|mw|ah|mcast|total_mcast)' | sed 's/^/# /'
 all_zero() { for f; do echo "$vinfo" | grep -Eq "^[[:space:]]*$f:[[:space:]]+0\$" || return 1; done; }
-check "ibv_devinfo -v: max_srq, max_srq_wr, max_srq_sge 0 (no SRQ)" all_zero max_srq max_srq_wr max_srq_sge
+# ibv_devinfo prints max_srq_wr and max_srq_sge only when max_srq is not 0.
+no_srq() { all_zero max_srq && ! echo "$vinfo" | grep -Eq 'max_srq_(wr|sge):[[:space:]]+[1-9]'; }
+check "ibv_devinfo -v: max_srq 0, no SRQ WR or SGE limits (no SRQ)" no_srq
 check "ibv_devinfo -v: max_mw 0 (no memory windows)" all_zero max_mw
 check "ibv_devinfo -v: max_ah 0 (no address handles)" all_zero max_ah
 check "ibv_devinfo -v: max_mcast_grp, max_mcast_qp_attach, max_total_mcast_qp_attach 0" \
