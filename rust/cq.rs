@@ -325,11 +325,23 @@ unsafe fn resize(ib: *mut b::ib_cq, cqe: u32, udata: *mut b::ib_udata) -> Result
 }
 
 /// Moves the CQEs pending in `old` to `next`; EINVAL if they do not fit.
+///
+/// Runs under the CQ's IRQ-off spinlock, so it is bounded by the ring, not by
+/// the consumer indices user space writes: `pending` comes from masked
+/// indices (at most `old`'s capacity) and is counted once. Popping until the
+/// old ring looked empty was bounded only by the new ring filling up, which
+/// reads the new ring's consumer index: a process that maps the new ring
+/// before the resize returns (it is offered before the lock is taken) and
+/// keeps moving both consumer indices back could keep the loop going.
 fn refill(old: &mut Queue, next: &mut Queue, slot: &mut [u8]) -> Result {
-    if old.produced_pending() > next.capacity() {
+    let pending = old.produced_pending();
+    if pending > next.capacity() {
         return Err(EINVAL);
     }
-    while old.pop_into(slot) {
+    for _ in 0..pending {
+        if !old.pop_into(slot) {
+            break;
+        }
         next.produce(slot)?;
     }
     Ok(())

@@ -206,11 +206,17 @@ impl Qp {
 
     /// Completes every posted receive with WR_FLUSH_ERR, after a receive
     /// completion still held back, so that completions stay in RQ order.
+    /// One pass over at most the ring's capacity: user space may keep
+    /// posting meanwhile, and what it posts after the flush began is not the
+    /// flush's business.
     fn flush_rq(&self, rq: &mut RecvSide) {
         if let Some((cqe, solicited)) = rq.deferred.take() {
             let _ = self.rcq().post(&cqe, solicited);
         }
-        while rq.queue.peek_into(&mut rq.wqe) {
+        for _ in 0..rq.queue.capacity() {
+            if !rq.queue.peek_into(&mut rq.wqe) {
+                break;
+            }
             let w = wqe::RecvWqe::parse(&rq.wqe).unwrap_or_default();
             let cqe = self.cqe(
                 w.wr_id,
@@ -226,9 +232,15 @@ impl Qp {
         rq.progress = None;
     }
 
-    /// Completes every posted send with WR_FLUSH_ERR.
-    pub(crate) fn flush_sq(&self, sq: &mut SendSide) {
-        while sq.queue.peek_into(&mut sq.wqe) {
+    /// Completes the posted sends with WR_FLUSH_ERR: one pass over at most
+    /// the ring's capacity, since user space may keep posting meanwhile.
+    /// True if that pass ended with WQEs left, which the caller has the
+    /// requester flush on its next run (as rxe requeues its task).
+    pub(crate) fn flush_sq(&self, sq: &mut SendSide) -> bool {
+        for _ in 0..sq.queue.capacity() {
+            if !sq.queue.peek_into(&mut sq.wqe) {
+                return false;
+            }
             let w = wqe::SendWqe::parse(&sq.wqe).unwrap_or_default();
             let cqe = self.cqe(
                 w.wr_id,
@@ -237,10 +249,12 @@ impl Qp {
                 0,
             );
             if self.scq().post(&cqe, false).is_err() {
-                break;
+                // The CQ is in error: nothing more can be completed.
+                return false;
             }
             sq.queue.advance_consumer();
         }
+        !sq.queue.is_empty()
     }
 }
 
@@ -534,9 +548,12 @@ unsafe fn teardown(ib: *mut b::ib_qp, udata: *mut b::ib_udata) {
         state.qps.remove(qp.qpn);
     }
     // The requester may be running or queued: wait for it, so that it never
-    // touches the ib_qp or the CQs after they are gone.
+    // touches the ib_qp or the CQs after they are gone. A run that began
+    // before the QP was marked dead may requeue itself (budget spent, RNR),
+    // after flush_work began: flush again until the work was idle. Runs that
+    // see the QP dead queue nothing, so this ends.
     // SAFETY: the work item lives in `qp`, which we hold.
-    unsafe { b::flush_work(Work::raw_get(ptr::addr_of!(qp.work))) };
+    while unsafe { b::flush_work(Work::raw_get(ptr::addr_of!(qp.work))) } {}
     // A peer may still hold the QP. Taking each lock after marking it dead
     // waits out those that post to its CQs under it (a peer's `receive` and
     // `post_deferred` under the RQ lock), and later holders see it dead: the
@@ -690,19 +707,19 @@ unsafe fn modify(
     }
     match new_state {
         STATE_ERR => {
-            qp.flush_sq(&mut sq);
+            let more = qp.flush_sq(&mut sq);
             qp.set_error(&mut rq);
+            if more {
+                // The requester, running in ERR, flushes the rest.
+                qp.schedule();
+            }
         }
         STATE_RESET => {
-            // Back to a clean slate: drop what was posted, like rxe.
-            let (s, r) = (&mut *sq, &mut *rq);
-            while s.queue.peek_into(&mut s.wqe) {
-                s.queue.advance_consumer();
-            }
-            while r.queue.peek_into(&mut r.wqe) {
-                r.queue.advance_consumer();
-            }
-            r.progress = None;
+            // Back to a clean slate: drop what was posted, like rxe. One
+            // step each, however fast user space keeps posting.
+            sq.queue.discard_posted();
+            rq.queue.discard_posted();
+            rq.progress = None;
         }
         _ => {}
     }

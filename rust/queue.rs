@@ -151,6 +151,13 @@ impl Queue {
             .store(self.index, ordering::Release);
     }
 
+    /// Consumes everything posted up to now, in one step.
+    pub(crate) fn discard_posted(&mut self) {
+        self.index = self.producer();
+        self.shared_index(offset_of!(b::rxe_queue_buf, consumer_index))
+            .store(self.index, ordering::Release);
+    }
+
     // Producer side (CQ): user space consumes.
 
     fn consumer(&self) -> u32 {

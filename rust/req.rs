@@ -51,16 +51,30 @@ enum Outcome {
     Rnr,
 }
 
-/// The work item: executes posted WQEs until the SQ is empty.
+/// WQEs one run of the work item executes before it requeues itself (rdma_rxe's
+/// RXE_MAX_ITERATIONS). A run holds the SQ lock throughout, which modify_qp,
+/// query_qp and destroy_qp also take, and occupies a worker of the shared
+/// workqueue: without a budget a user who refills the SQ as fast as it drains
+/// (unsignaled WRITEs in a loop) keeps both for as long as it likes. 64 small
+/// WQEs are well under a millisecond natively, and few enough that a waiter
+/// gets the lock within a run's time.
+const SEND_BUDGET: u32 = 64;
+
+/// The work item: executes posted WQEs until the SQ is empty or the budget is
+/// spent, then requeues itself if WQEs are left.
 pub(crate) fn run(qp: &Arc<Qp>) {
     let mut sq = qp.sq.lock();
-    loop {
+    for _ in 0..SEND_BUDGET {
         if qp.is_dead() {
             return;
         }
         let attrs = qp.attrs();
         if attrs.state == STATE_ERR {
-            qp.flush_sq(&mut sq);
+            let more = qp.flush_sq(&mut sq);
+            drop(sq);
+            if more {
+                qp.schedule();
+            }
             return;
         }
         if attrs.state != STATE_RTS {
@@ -97,6 +111,13 @@ pub(crate) fn run(qp: &Arc<Qp>) {
                 }
             }
         }
+    }
+    // Budget spent: let the lock's waiters in, and go round the workqueue
+    // again. A WQE posted after this check comes with its own doorbell.
+    let more = !sq.queue.is_empty();
+    drop(sq);
+    if more {
+        qp.schedule();
     }
 }
 

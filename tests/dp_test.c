@@ -9,6 +9,8 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
+#include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -862,6 +864,158 @@ TEST_F_TIMEOUT(dp, destroy_peer_and_its_cq_while_sending, 600)
 			  (uintptr_t)self->b.buf, self->b.mr->rkey, 99));
 	ASSERT_EQ(1, wait_wc(self->a.cq, &one));
 	EXPECT_EQ(IBV_WC_SUCCESS, one.status);
+}
+
+/*
+ * A user who keeps its SQ full cannot keep the requester, and the SQ lock
+ * that query_qp and modify_qp take, to itself. One thread posts unsignaled
+ * 8-byte WRITEs in chains for FLOOD_SECS, refilling slots as they free up;
+ * meanwhile each ibv_query_qp and ibv_modify_qp (a harmless RTS -> RTS
+ * min_rnr_timer) of that QP must return well within FLOOD_BOUND_MS, and
+ * signaled WRITEs on the fixture's QP pair complete. A requester that runs
+ * while the SQ is non-empty holds the lock for the whole flood: the first
+ * call then waits for the rest of it, nearly FLOOD_SECS. With a budget per
+ * run a call waits for at most a few runs of 64 small WQEs (milliseconds;
+ * tens of them on KASAN under TCG): the bound is far above that.
+ */
+#define FLOOD_SECS 20
+#define FLOOD_BOUND_MS 10000
+#define FLOOD_DEPTH 1024
+#define FLOOD_CHAIN 64
+
+struct flood {
+	struct ibv_qp *qp;
+	struct ibv_sge sge;
+	struct ibv_send_wr wrs[FLOOD_CHAIN];
+	long posted;
+	int err;
+	int started;	/* atomics: set by the writer */
+	int done;
+};
+
+static double now_ms(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e3 + ts.tv_nsec / 1e6;
+}
+
+static void *flood_writer(void *arg)
+{
+	struct flood *f = arg;
+	double end = now_ms() + FLOOD_SECS * 1000.0;
+
+	while (now_ms() < end) {
+		struct ibv_send_wr *bad = NULL;
+		int ret = ibv_post_send(f->qp, f->wrs, &bad);
+
+		if (!ret) {
+			f->posted += FLOOD_CHAIN;
+		} else if (ret == ENOMEM || ret == -ENOMEM || ret == EAGAIN || ret == -EAGAIN) {
+			/* The SQ is full: what fit went in; retry as slots free. */
+			if (bad)
+				f->posted += bad - f->wrs;
+			sched_yield();
+		} else {
+			f->err = ret;
+			break;
+		}
+		if (f->posted)
+			__atomic_store_n(&f->started, 1, __ATOMIC_RELEASE);
+	}
+	__atomic_store_n(&f->started, 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&f->done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+TEST_F_TIMEOUT(dp, full_sq_does_not_starve_query_modify_or_others, 240)
+{
+	struct ibv_qp_init_attr qia = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = FLOOD_DEPTH, .max_recv_wr = 1, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct ibv_cq *fcq = ibv_create_cq(self->ctx, 256, NULL, NULL, 0);
+	struct ibv_cq *gcq = ibv_create_cq(self->ctx, 256, NULL, NULL, 0);
+	struct flood f = { 0 };
+	struct ibv_qp *peer;
+	struct ibv_qp_attr qa;
+	struct ibv_wc wc;
+	double worst = 0, t;
+	long calls = 0, writes = 0;
+	const char *failed = NULL;
+	int late = 0;
+	pthread_t th;
+
+	ASSERT_NE(NULL, fcq);
+	ASSERT_NE(NULL, gcq);
+	qia.send_cq = qia.recv_cq = fcq;
+	f.qp = ibv_create_qp(self->a.pd, &qia);
+	ASSERT_NE(NULL, f.qp);
+	qia.send_cq = qia.recv_cq = gcq;
+	peer = ibv_create_qp(self->b.pd, &qia);
+	ASSERT_NE(NULL, peer);
+	ASSERT_EQ(0, connect_rc(self->ctx, f.qp, peer->qp_num, ACC_ALL, 7));
+	ASSERT_EQ(0, connect_rc(self->ctx, peer, f.qp->qp_num, ACC_ALL, 7));
+	f.sge = (struct ibv_sge){ (uintptr_t)self->a.buf + 4096, 8, self->a.mr->lkey };
+	for (int i = 0; i < FLOOD_CHAIN; i++) {
+		f.wrs[i] = (struct ibv_send_wr){
+			.wr_id = i, .sg_list = &f.sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+			.next = i + 1 < FLOOD_CHAIN ? &f.wrs[i + 1] : NULL,
+		};
+		f.wrs[i].wr.rdma.remote_addr = (uintptr_t)self->b.buf + 8192 + 8 * i;
+		f.wrs[i].wr.rdma.rkey = self->b.mr->rkey;
+	}
+	ASSERT_EQ(0, pthread_create(&th, NULL, flood_writer, &f));
+	while (!__atomic_load_n(&f.started, __ATOMIC_ACQUIRE))
+		usleep(1000);
+
+	while (!__atomic_load_n(&f.done, __ATOMIC_ACQUIRE)) {
+		/* Another QP pair of the device makes progress. */
+		failed = "the other pair's WRITE";
+		if (post(self->a.qp, IBV_WR_RDMA_WRITE, self->a.buf, 64, self->a.mr->lkey,
+			 (uintptr_t)self->b.buf, self->b.mr->rkey, writes) ||
+		    !poll_wc_ms(self->a.cq, &wc, FLOOD_BOUND_MS) || wc.status != IBV_WC_SUCCESS)
+			break;
+		writes++;
+
+		failed = "ibv_query_qp";
+		t = now_ms();
+		if (ibv_query_qp(f.qp, &qa, IBV_QP_STATE | IBV_QP_CAP, &qia))
+			break;
+		t = now_ms() - t;
+		worst = t > worst ? t : worst;
+		late += t >= FLOOD_BOUND_MS;
+		calls++;
+
+		memset(&qa, 0, sizeof(qa));
+		qa.min_rnr_timer = 1;	/* as connect_rc set it */
+		failed = "ibv_modify_qp";
+		t = now_ms();
+		if (ibv_modify_qp(f.qp, &qa, IBV_QP_MIN_RNR_TIMER))
+			break;
+		t = now_ms() - t;
+		worst = t > worst ? t : worst;
+		late += t >= FLOOD_BOUND_MS;
+		calls++;
+		failed = NULL;
+		usleep(10000);
+	}
+	ASSERT_EQ(0, pthread_join(th, NULL));
+	TH_LOG("%ld WRITEs posted in %d s; %ld query/modify calls, the slowest %.1f ms; "
+	       "%ld WRITEs of another pair completed", f.posted, FLOOD_SECS, calls, worst, writes);
+	EXPECT_EQ(0, f.err);
+	EXPECT_EQ(NULL, failed) TH_LOG("%s failed during the flood", failed);
+	EXPECT_EQ(0, late) TH_LOG("%d calls took %d ms or more (slowest %.0f ms)", late,
+				  FLOOD_BOUND_MS, worst);
+	EXPECT_LE(3, writes);
+	/* The flooded QP drains and still completes a signaled WRITE. */
+	ASSERT_EQ(0, post(f.qp, IBV_WR_RDMA_WRITE, self->a.buf, 8, self->a.mr->lkey,
+			  (uintptr_t)self->b.buf, self->b.mr->rkey, 77));
+	ASSERT_EQ(1, poll_wc_ms(fcq, &wc, 120000));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(77, wc.wr_id);
 }
 
 TEST(killed_in_the_middle_of_a_transfer)
