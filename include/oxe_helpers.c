@@ -2,6 +2,7 @@
 /* C helpers for kernel macros and static inlines; see oxe_helpers.h. */
 
 #include <linux/etherdevice.h>
+#include <linux/idr.h>
 #include <linux/if_vlan.h>
 #include <linux/namei.h>
 #include <linux/sched/mm.h>
@@ -238,4 +239,17 @@ bool oxe_spin_trylock_irqsave(spinlock_t *lock, unsigned long *flags)
 void oxe_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags)
 {
 	spin_unlock_irqrestore(lock, flags);
+}
+
+/* Empty once every PD is gone: an IDA frees its memory as ids are released. */
+static DEFINE_IDA(oxe_pd_ids);
+
+int oxe_pd_id_alloc(void)
+{
+	return ida_alloc(&oxe_pd_ids, GFP_KERNEL);
+}
+
+void oxe_pd_id_free(u32 id)
+{
+	ida_free(&oxe_pd_ids, id);
 }

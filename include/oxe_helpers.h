@@ -86,6 +86,13 @@ unsigned long oxe_spin_lock_irqsave(spinlock_t *lock);
 bool oxe_spin_trylock_irqsave(spinlock_t *lock, unsigned long *flags);
 void oxe_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags);
 
+/*
+ * PD identities: small integers, unique among live PDs, so that a PD and a set
+ * of rights fit in one atomic word. Returns the id or a negative errno.
+ */
+int oxe_pd_id_alloc(void);
+void oxe_pd_id_free(u32 id);
+
 /* True if the module @name is loaded (find_module() is not exported). */
 bool oxe_module_loaded(const char *name);
 

@@ -16,7 +16,7 @@ use kernel::sync::atomic::{ordering, Atomic};
 use kernel::sync::Completion;
 use kernel::types::Opaque;
 
-use crate::access;
+use crate::access::{self, PdId, PdRights};
 use crate::bindings as b;
 use crate::device::OxeDevice;
 use crate::eopnotsupp;
@@ -156,8 +156,9 @@ enum Kind {
     /// User memory pinned by `reg_user_mr`. The translation is fixed for the
     /// MR's life; `rereg_user_mr` may change the PD and the rights.
     User {
-        pd: Atomic<u64>,
-        access: Atomic<u32>,
+        /// An [`access::PdRights`], packed: one load gives a check the PD
+        /// and the rights of one and the same registration.
+        rights: Atomic<u64>,
         region: Region,
         pinned: Option<Pinned>,
     },
@@ -289,15 +290,15 @@ impl MrRef {
     pub(crate) fn check(&self, req: &mtt::Request) -> Result<(), mtt::AccessError> {
         match &self.mr().kind {
             Kind::User {
-                pd,
-                access,
+                rights,
                 region,
                 pinned,
             } => {
+                let r = PdRights::unpack(rights.load(ordering::Relaxed));
                 let grant = Grant {
                     key: self.mr().key.load(ordering::Relaxed),
-                    pd: pd.load(ordering::Relaxed),
-                    access: access.load(ordering::Relaxed),
+                    pd: r.pd,
+                    access: r.access,
                 };
                 let runs = pinned.as_ref().map_or(&[][..], |p| &p.runs[..]);
                 mtt::check(&grant, region, runs, req).map(|_| ())
@@ -422,7 +423,7 @@ impl MrRef {
 
     /// LOCAL_INV and SEND_WITH_INV: `key` must name a valid fast-registration
     /// MR of `pd`. Other MRs cannot be invalidated, as in rdma_rxe.
-    fn invalidate(&self, pd: u64) -> Result<(), LocalOpError> {
+    fn invalidate(&self, pd: PdId) -> Result<(), LocalOpError> {
         let Kind::Fast(m) = &self.mr().kind else {
             return Err(LocalOpError);
         };
@@ -437,7 +438,12 @@ impl MrRef {
     /// REG_MR: makes the mapping of the last `map_mr_sg` live under `key`
     /// (same index, any tag) with `access`. The MR must be free (not valid)
     /// and belong to `pd`.
-    pub(crate) fn fast_register(&self, pd: u64, key: u32, access: u32) -> Result<(), LocalOpError> {
+    pub(crate) fn fast_register(
+        &self,
+        pd: PdId,
+        key: u32,
+        access: u32,
+    ) -> Result<(), LocalOpError> {
         let Kind::Fast(m) = &self.mr().kind else {
             return Err(LocalOpError);
         };
@@ -482,7 +488,7 @@ pub(crate) fn lookup(dev: &OxeDevice, key: u32) -> Option<MrRef> {
 
 /// LOCAL_INV and SEND_WITH_INV: invalidates the fast MR `key` names, if it
 /// is one of `pd`'s.
-pub(crate) fn invalidate(dev: &OxeDevice, key: u32, pd: u64) -> bool {
+pub(crate) fn invalidate(dev: &OxeDevice, key: u32, pd: PdId) -> bool {
     lookup(dev, key).is_some_and(|m| m.invalidate(pd).is_ok())
 }
 
@@ -604,9 +610,13 @@ unsafe fn reg_user(
         range.npages,
         access & access::ANY_WRITE != 0,
     )?;
+    let rights = PdRights {
+        // SAFETY: a live PD of this device (the function's contract).
+        pd: unsafe { pd::id(pd) },
+        access,
+    };
     let kind = Kind::User {
-        pd: Atomic::new(pd::id(pd)),
-        access: Atomic::new(access),
+        rights: Atomic::new(rights.pack()),
         region: Region {
             iova,
             length,
@@ -672,13 +682,13 @@ unsafe fn rereg_trans(
 ) -> Result<*mut b::ib_mr> {
     // SAFETY: `ib` is one of ours and live.
     let mr = unsafe { &*to_mr(ib) };
-    let Kind::User { access, .. } = &mr.kind else {
+    let Kind::User { rights, .. } = &mr.kind else {
         return Err(EINVAL);
     };
     let access = if flags & b::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0 {
         new_access
     } else {
-        access.load(ordering::Relaxed)
+        PdRights::unpack(rights.load(ordering::Relaxed)).access
     };
     // SAFETY: `pd` is the (new or unchanged) live PD of this device.
     unsafe { reg_user(pd, start, length, iova, access, udata) }
@@ -698,13 +708,7 @@ unsafe fn rereg(
     kernel::error::to_result(unsafe { b::oxe_udata_in_empty(udata) })?;
     // SAFETY: `ib` is one of ours and live.
     let mr = unsafe { &*to_mr(ib) };
-    let Kind::User {
-        pd: mr_pd,
-        access,
-        pinned,
-        ..
-    } = &mr.kind
-    else {
+    let Kind::User { rights, pinned, .. } = &mr.kind else {
         return Err(EINVAL);
     };
     let set_access = flags & b::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0;
@@ -715,15 +719,27 @@ unsafe fn rereg(
             return Err(eopnotsupp());
         }
     }
-    // Checked above: from here on nothing fails. Accesses already checked
-    // finish under the old rights; new ones see the new.
-    if flags & b::ib_mr_rereg_flags_IB_MR_REREG_PD != 0 {
-        mr_pd.store(pd::id(pd), ordering::Relaxed);
+    let set_pd = flags & b::ib_mr_rereg_flags_IB_MR_REREG_PD != 0;
+    // SAFETY: the new PD, live, of this device (the function's contract).
+    let new_pd = set_pd.then(|| unsafe { pd::id(pd) });
+    // Checked above: from here on nothing fails. One store changes both:
+    // accesses already checked finish under the old pair, new ones see the
+    // new pair, and none sees half of each. The core serialises rereg of an
+    // MR; the exchange loop would keep a concurrent one whole anyway.
+    let mut cur = rights.load(ordering::Relaxed);
+    loop {
+        let mut r = PdRights::unpack(cur);
+        if let Some(pd) = new_pd {
+            r.pd = pd;
+        }
+        if set_access {
+            r.access = new_access;
+        }
+        match rights.cmpxchg(cur, r.pack(), ordering::Relaxed) {
+            Ok(_) => return Ok(()),
+            Err(now) => cur = now,
+        }
     }
-    if set_access {
-        access.store(new_access, ordering::Relaxed);
-    }
-    Ok(())
 }
 
 /// The DMA MR of kernel PDs: the core asks for one in `ib_alloc_pd`, for
@@ -740,7 +756,8 @@ pub(crate) unsafe extern "C" fn get_dma_mr(pd: *mut b::ib_pd, access: c_int) -> 
     let kind = Kind::Dma {
         grant: Grant {
             key: 0,
-            pd: pd::id(pd),
+            // SAFETY: a live PD of an oxe device (the function's contract).
+            pd: unsafe { pd::id(pd) },
             access,
         },
     };
@@ -780,7 +797,8 @@ unsafe fn alloc_fast(pd: *mut b::ib_pd, mr_type: b::ib_mr_type, max: u32) -> Res
         valid: false,
         grant: Grant {
             key: 0,
-            pd: pd::id(pd),
+            // SAFETY: a live PD of an oxe device (the function's contract).
+            pd: unsafe { pd::id(pd) },
             access: 0,
         },
         region: empty,

@@ -14,6 +14,7 @@ use kernel::sync::{Arc, Mutex};
 use kernel::workqueue::{self, Work, WorkItem};
 use kernel::xarray::{AllocKind, XArray};
 
+use crate::access::PdId;
 use crate::bindings as b;
 use crate::cq::{Cqe, OxeCq};
 use crate::device::{OxeDevice, OxeUcontext};
@@ -90,7 +91,7 @@ pub(crate) struct Qp {
     pub(crate) qpn: u32,
     pub(crate) ib: *mut b::ib_qp,
     pub(crate) dev: *const OxeDevice,
-    pub(crate) pd: u64,
+    pub(crate) pd: PdId,
     pub(crate) scq: *const OxeCq,
     pub(crate) rcq: *const OxeCq,
     pub(crate) sq_sig_all: bool,
@@ -408,6 +409,8 @@ unsafe fn create(
 
     // SAFETY: the core filled in device and PD.
     let (dev, pd) = unsafe { (OxeDevice::from_ib((*ib).device), (*ib).pd) };
+    // SAFETY: the QP's PD, live, of this device.
+    let pd = unsafe { pd::id(pd) };
     let state = dev.state().ok_or(ENODEV)?;
     let (sq_elem, rq_elem) = (sq.elem_size(), rq.elem_size());
     let (ksq, krq) = if user {
@@ -460,7 +463,7 @@ unsafe fn create(
                 qpn,
                 ib,
                 dev: ptr::from_ref(dev),
-                pd: pd::id(pd),
+                pd,
                 scq,
                 rcq,
                 sq_sig_all,

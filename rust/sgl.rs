@@ -6,6 +6,7 @@
 
 use kernel::prelude::*;
 
+use crate::access::PdId;
 use crate::bindings as b;
 use crate::device::OxeDevice;
 use crate::mr::{self, MrRef};
@@ -28,7 +29,7 @@ impl Sgl {
     /// `rights` in `pd`. On failure, the work completion status to report.
     pub(crate) fn build(
         dev: &OxeDevice,
-        pd: u64,
+        pd: PdId,
         w: &[u8],
         base: usize,
         num: u32,

@@ -88,6 +88,31 @@ pub fn check_access(access: u32) -> Result<(), RegError> {
     Ok(())
 }
 
+/// A PD's identity: a small integer, unique among the live PDs.
+pub type PdId = u32;
+
+/// A user MR's PD and rights, which re-registration changes together. Packed
+/// into one word, so that one atomic store publishes both and a check never
+/// sees the new PD with the old rights or the reverse.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PdRights {
+    pub pd: PdId,
+    pub access: u32,
+}
+
+impl PdRights {
+    pub const fn pack(self) -> u64 {
+        ((self.pd as u64) << 32) | self.access as u64
+    }
+
+    pub const fn unpack(word: u64) -> PdRights {
+        PdRights {
+            pd: (word >> 32) as u32,
+            access: word as u32,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,5 +175,31 @@ mod tests {
             Err(RegError::Invalid)
         );
         assert!(check_user_reg(0x1000, 0x1000, u64::MAX - 0x1000, 0, 12).is_ok());
+    }
+
+    #[test]
+    fn pd_rights_pack() {
+        let r = PdRights {
+            pd: 0xdead_beef,
+            access: LOCAL_WRITE | REMOTE_WRITE | (1 << 29),
+        };
+        assert_eq!(PdRights::unpack(r.pack()), r);
+        // Neither half spills into the other.
+        for (pd, access) in [(0, u32::MAX), (u32::MAX, 0), (1, 0), (0, 1)] {
+            let r = PdRights { pd, access };
+            assert_eq!(PdRights::unpack(r.pack()), r);
+        }
+        assert_ne!(
+            PdRights { pd: 1, access: 0 }.pack(),
+            PdRights { pd: 0, access: 1 }.pack()
+        );
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn pd_rights_roundtrip(pd: u32, access: u32) {
+            let r = PdRights { pd, access };
+            proptest::prop_assert_eq!(PdRights::unpack(r.pack()), r);
+        }
     }
 }

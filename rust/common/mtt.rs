@@ -176,7 +176,7 @@ pub enum AccessError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Grant {
     pub key: u32,
-    pub pd: u64,
+    pub pd: crate::access::PdId,
     pub access: u32,
 }
 
@@ -185,7 +185,7 @@ pub struct Grant {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Request {
     pub key: u32,
-    pub pd: u64,
+    pub pd: crate::access::PdId,
     pub iova: u64,
     pub len: u64,
     pub rights: u32,
