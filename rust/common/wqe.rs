@@ -6,15 +6,52 @@
 //! works on a private copy of the slot, so user space cannot change a WQE
 //! while it is being executed.
 
-pub const SEND_WQE_SGE_OFFSET: usize = 208;
-pub const RECV_WQE_SGE_OFFSET: usize = 40;
-pub const SGE_SIZE: usize = 16;
+/// Byte offsets in the slots. Every offset the parsers and writers below use
+/// is named here, and the kernel crate asserts each one, and the width of
+/// the field read there, against bindgen's layout (qp.rs).
+pub mod layout {
+    // struct rxe_send_wqe starts with its struct rxe_send_wr.
+    pub const WR_ID: usize = 0;
+    pub const OPCODE: usize = 12;
+    pub const SEND_FLAGS: usize = 16;
+    /// `ex`: immediate data or the rkey to invalidate.
+    pub const EX: usize = 20;
+    /// The `wr` union of rxe_send_wr.
+    pub const WR: usize = 24;
+    pub const RDMA_REMOTE_ADDR: usize = WR;
+    pub const RDMA_RKEY: usize = WR + 8;
+    pub const ATOMIC_REMOTE_ADDR: usize = WR;
+    pub const ATOMIC_COMPARE_ADD: usize = WR + 8;
+    pub const ATOMIC_SWAP: usize = WR + 16;
+    pub const ATOMIC_RKEY: usize = WR + 24;
+    /// rxe's kernel-only `reg` member: an MR pointer there (`mr`), the MR's
+    /// current key here; `key` is the key the MR gets.
+    pub const REG_MR: usize = WR;
+    pub const REG_KEY: usize = WR + 8;
+    pub const REG_ACCESS: usize = WR + 12;
+    /// `dma` (struct rxe_dma_info) of rxe_send_wqe and rxe_recv_wqe.
+    pub const SEND_DMA: usize = 184;
+    pub const RECV_DMA: usize = 16;
+    // In struct rxe_dma_info.
+    pub const DMA_LENGTH: usize = 0;
+    pub const DMA_RESID: usize = 4;
+    pub const DMA_NUM_SGE: usize = 12;
+    /// The SGE array, which holds the inline data instead when there is any.
+    pub const DMA_SGE: usize = 24;
+    // struct rxe_recv_wqe.
+    pub const RECV_WR_ID: usize = 0;
+    // struct rxe_sge.
+    pub const SGE_ADDR: usize = 0;
+    pub const SGE_LENGTH: usize = 8;
+    pub const SGE_LKEY: usize = 12;
+}
 
-/// `wr.wr` union of rxe_send_wr starts at byte 24.
-const WR_UNION: usize = 24;
-/// `dma` (rxe_dma_info) of rxe_send_wqe and rxe_recv_wqe.
-const SEND_DMA: usize = 184;
-const RECV_DMA: usize = 16;
+use layout::*;
+
+/// The fixed part of each WQE, where its SGEs (or inline data) begin.
+pub const SEND_WQE_SGE_OFFSET: usize = SEND_DMA + DMA_SGE;
+pub const RECV_WQE_SGE_OFFSET: usize = RECV_DMA + DMA_SGE;
+pub const SGE_SIZE: usize = 16;
 
 // Callers check the length first; out of range reads as 0, never panics.
 fn u32_at(b: &[u8], off: usize) -> u32 {
@@ -84,26 +121,39 @@ impl SendWqe {
         if b.len() < SEND_WQE_SGE_OFFSET {
             return None;
         }
-        let opcode = u32_at(b, 12);
+        let opcode = u32_at(b, OPCODE);
         let atomic = matches!(opcode, wr::ATOMIC_CMP_AND_SWP | wr::ATOMIC_FETCH_AND_ADD);
         let reg = opcode == wr::REG_MR;
         Some(SendWqe {
-            wr_id: u64_at(b, 0),
+            wr_id: u64_at(b, WR_ID),
             opcode,
-            send_flags: u32_at(b, 16),
-            ex: u32_at(b, 20),
-            remote_addr: if reg { 0 } else { u64_at(b, WR_UNION) },
-            rkey: if atomic {
-                u32_at(b, WR_UNION + 24)
+            send_flags: u32_at(b, SEND_FLAGS),
+            ex: u32_at(b, EX),
+            remote_addr: if reg {
+                0
+            } else if atomic {
+                u64_at(b, ATOMIC_REMOTE_ADDR)
             } else {
-                u32_at(b, WR_UNION + 8)
+                u64_at(b, RDMA_REMOTE_ADDR)
             },
-            compare_add: if atomic { u64_at(b, WR_UNION + 8) } else { 0 },
-            swap: if atomic { u64_at(b, WR_UNION + 16) } else { 0 },
-            length: u32_at(b, SEND_DMA),
-            num_sge: u32_at(b, SEND_DMA + 12),
-            mr_key: if reg { u32_at(b, WR_UNION) } else { 0 },
-            access: if reg { u32_at(b, WR_UNION + 12) } else { 0 },
+            rkey: if reg {
+                u32_at(b, REG_KEY)
+            } else if atomic {
+                u32_at(b, ATOMIC_RKEY)
+            } else {
+                u32_at(b, RDMA_RKEY)
+            },
+            compare_add: if atomic {
+                u64_at(b, ATOMIC_COMPARE_ADD)
+            } else {
+                0
+            },
+            swap: if atomic { u64_at(b, ATOMIC_SWAP) } else { 0 },
+            length: u32_at(b, SEND_DMA + DMA_LENGTH),
+            num_sge: u32_at(b, SEND_DMA + DMA_NUM_SGE),
+            // `write_send` stores it as the u64 `reg.mr` (little-endian).
+            mr_key: if reg { u32_at(b, REG_MR) } else { 0 },
+            access: if reg { u32_at(b, REG_ACCESS) } else { 0 },
         })
     }
 }
@@ -120,8 +170,8 @@ impl RecvWqe {
             return None;
         }
         Some(RecvWqe {
-            wr_id: u64_at(b, 0),
-            num_sge: u32_at(b, RECV_DMA + 12),
+            wr_id: u64_at(b, RECV_WR_ID),
+            num_sge: u32_at(b, RECV_DMA + DMA_NUM_SGE),
         })
     }
 }
@@ -133,10 +183,23 @@ pub fn sge(b: &[u8], base: usize, i: u32) -> Option<Sge> {
         return None;
     }
     Some(Sge {
-        addr: u64_at(b, off),
-        length: u32_at(b, off + 8),
-        lkey: u32_at(b, off + 12),
+        addr: u64_at(b, off + SGE_ADDR),
+        length: u32_at(b, off + SGE_LENGTH),
+        lkey: u32_at(b, off + SGE_LKEY),
     })
+}
+
+/// Stores `v` at `off`; the callers checked that the slot is long enough.
+fn put(b: &mut [u8], off: usize, v: &[u8]) {
+    if let Some(d) = b.get_mut(off..off + v.len()) {
+        d.copy_from_slice(v);
+    }
+}
+
+fn put_sge(b: &mut [u8], off: usize, s: &Sge) {
+    put(b, off + SGE_ADDR, &s.addr.to_ne_bytes());
+    put(b, off + SGE_LENGTH, &s.length.to_ne_bytes());
+    put(b, off + SGE_LKEY, &s.lkey.to_ne_bytes());
 }
 
 /// Writes a send WQE the way librxe does (for kernel QPs and tests).
@@ -146,35 +209,33 @@ pub fn write_send(
     sges: impl ExactSizeIterator<Item = Sge>,
 ) -> Option<()> {
     let end = SEND_WQE_SGE_OFFSET.checked_add(sges.len().checked_mul(SGE_SIZE)?)?;
-    if b.len() < end {
-        return None;
-    }
-    b[..end].fill(0);
-    b[0..8].copy_from_slice(&w.wr_id.to_ne_bytes());
-    b[12..16].copy_from_slice(&w.opcode.to_ne_bytes());
-    b[16..20].copy_from_slice(&w.send_flags.to_ne_bytes());
-    b[20..24].copy_from_slice(&w.ex.to_ne_bytes());
-    b[WR_UNION..WR_UNION + 8].copy_from_slice(&w.remote_addr.to_ne_bytes());
-    if matches!(w.opcode, wr::ATOMIC_CMP_AND_SWP | wr::ATOMIC_FETCH_AND_ADD) {
-        b[WR_UNION + 8..WR_UNION + 16].copy_from_slice(&w.compare_add.to_ne_bytes());
-        b[WR_UNION + 16..WR_UNION + 24].copy_from_slice(&w.swap.to_ne_bytes());
-        b[WR_UNION + 24..WR_UNION + 28].copy_from_slice(&w.rkey.to_ne_bytes());
-    } else {
-        b[WR_UNION + 8..WR_UNION + 12].copy_from_slice(&w.rkey.to_ne_bytes());
-    }
-    // rxe's kernel-only `reg` member: an MR pointer there, the MR's key here.
+    b.get_mut(..end)?.fill(0);
+    put(b, WR_ID, &w.wr_id.to_ne_bytes());
+    put(b, OPCODE, &w.opcode.to_ne_bytes());
+    put(b, SEND_FLAGS, &w.send_flags.to_ne_bytes());
+    put(b, EX, &w.ex.to_ne_bytes());
     if w.opcode == wr::REG_MR {
-        b[WR_UNION..WR_UNION + 8].copy_from_slice(&u64::from(w.mr_key).to_ne_bytes());
-        b[WR_UNION + 12..WR_UNION + 16].copy_from_slice(&w.access.to_ne_bytes());
+        put(b, REG_MR, &u64::from(w.mr_key).to_ne_bytes());
+        put(b, REG_KEY, &w.rkey.to_ne_bytes());
+        put(b, REG_ACCESS, &w.access.to_ne_bytes());
+    } else if matches!(w.opcode, wr::ATOMIC_CMP_AND_SWP | wr::ATOMIC_FETCH_AND_ADD) {
+        put(b, ATOMIC_REMOTE_ADDR, &w.remote_addr.to_ne_bytes());
+        put(b, ATOMIC_COMPARE_ADD, &w.compare_add.to_ne_bytes());
+        put(b, ATOMIC_SWAP, &w.swap.to_ne_bytes());
+        put(b, ATOMIC_RKEY, &w.rkey.to_ne_bytes());
+    } else {
+        put(b, RDMA_REMOTE_ADDR, &w.remote_addr.to_ne_bytes());
+        put(b, RDMA_RKEY, &w.rkey.to_ne_bytes());
     }
-    b[SEND_DMA..SEND_DMA + 4].copy_from_slice(&w.length.to_ne_bytes());
-    b[SEND_DMA + 4..SEND_DMA + 8].copy_from_slice(&w.length.to_ne_bytes());
-    b[SEND_DMA + 12..SEND_DMA + 16].copy_from_slice(&(sges.len() as u32).to_ne_bytes());
+    put(b, SEND_DMA + DMA_LENGTH, &w.length.to_ne_bytes());
+    put(b, SEND_DMA + DMA_RESID, &w.length.to_ne_bytes());
+    put(
+        b,
+        SEND_DMA + DMA_NUM_SGE,
+        &(sges.len() as u32).to_ne_bytes(),
+    );
     for (i, s) in sges.enumerate() {
-        let o = SEND_WQE_SGE_OFFSET + i * SGE_SIZE;
-        b[o..o + 8].copy_from_slice(&s.addr.to_ne_bytes());
-        b[o + 8..o + 12].copy_from_slice(&s.length.to_ne_bytes());
-        b[o + 12..o + 16].copy_from_slice(&s.lkey.to_ne_bytes());
+        put_sge(b, SEND_WQE_SGE_OFFSET + i * SGE_SIZE, &s);
     }
     Some(())
 }
@@ -186,20 +247,18 @@ pub fn write_recv(
     sges: impl ExactSizeIterator<Item = Sge> + Clone,
 ) -> Option<()> {
     let end = RECV_WQE_SGE_OFFSET.checked_add(sges.len().checked_mul(SGE_SIZE)?)?;
-    if b.len() < end {
-        return None;
-    }
-    b[..end].fill(0);
-    b[0..8].copy_from_slice(&wr_id.to_ne_bytes());
+    b.get_mut(..end)?.fill(0);
+    put(b, RECV_WR_ID, &wr_id.to_ne_bytes());
     let len: u32 = sges.clone().map(|s| s.length).fold(0, u32::wrapping_add);
-    b[RECV_DMA..RECV_DMA + 4].copy_from_slice(&len.to_ne_bytes());
-    b[RECV_DMA + 4..RECV_DMA + 8].copy_from_slice(&len.to_ne_bytes());
-    b[RECV_DMA + 12..RECV_DMA + 16].copy_from_slice(&(sges.len() as u32).to_ne_bytes());
+    put(b, RECV_DMA + DMA_LENGTH, &len.to_ne_bytes());
+    put(b, RECV_DMA + DMA_RESID, &len.to_ne_bytes());
+    put(
+        b,
+        RECV_DMA + DMA_NUM_SGE,
+        &(sges.len() as u32).to_ne_bytes(),
+    );
     for (i, s) in sges.enumerate() {
-        let o = RECV_WQE_SGE_OFFSET + i * SGE_SIZE;
-        b[o..o + 8].copy_from_slice(&s.addr.to_ne_bytes());
-        b[o + 8..o + 12].copy_from_slice(&s.length.to_ne_bytes());
-        b[o + 12..o + 16].copy_from_slice(&s.lkey.to_ne_bytes());
+        put_sge(b, RECV_WQE_SGE_OFFSET + i * SGE_SIZE, &s);
     }
     Some(())
 }
