@@ -6,6 +6,12 @@
 # routing method (_PRT) runs past ACPICA's 30 s loop limit, the virtio devices
 # get no IRQ and the 9p root never comes. CPUs and routing then come from the
 # BIOS's MP table (CONFIG_X86_MPPARSE in that flavour).
+# tsc=reliable: under TCG the guest's TSC follows the host's clock, but the
+# clocksource watchdog, comparing it with an emulated HPET whose reads stall
+# on QEMU's big lock, sometimes saw a skew under load and switched the guest
+# to the HPET in the middle of a run; gettimeofday then became a trapping
+# MMIO read, and perftest's clock calibration (a regression of TSC against
+# gettimeofday) failed with "r^2 < 0.9" at random.
 # The console log is kept; a WARN, BUG, Oops, KASAN or lockdep report in it
 # fails the run even when the command passed.
 #
@@ -55,7 +61,7 @@ qemu_args=(
 	-device virtio-9p-pci,fsdev=out,mount_tag=oxeout
 	-netdev hubport,id=n0,hubid=0
 	-device virtio-net-pci,netdev=n0,mac=52:54:00:12:34:56
-	-append "console=ttyS0 root=/dev/root rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=${OXE_MSIZE:-512000},cache=loose ro panic=-1 kunit.enable=1 kunit.autorun=1 init=$OXE_ROOT/qemu/guest-init.sh OXE_ROOT=$OXE_ROOT OXE_KDIR=$kdir OXE_FLAVOUR=$flavour $extra_append"
+	-append "console=ttyS0 root=/dev/root rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=${OXE_MSIZE:-512000},cache=loose ro panic=-1 tsc=reliable kunit.enable=1 kunit.autorun=1 init=$OXE_ROOT/qemu/guest-init.sh OXE_ROOT=$OXE_ROOT OXE_KDIR=$kdir OXE_FLAVOUR=$flavour $extra_append"
 )
 
 if [[ -n ${OXE_MONITOR:-} ]]; then
