@@ -725,21 +725,16 @@ unsafe fn rereg(
     // Checked above: from here on nothing fails. One store changes both:
     // accesses already checked finish under the old pair, new ones see the
     // new pair, and none sees half of each. The core serialises rereg of an
-    // MR; the exchange loop would keep a concurrent one whole anyway.
-    let mut cur = rights.load(ordering::Relaxed);
-    loop {
-        let mut r = PdRights::unpack(cur);
-        if let Some(pd) = new_pd {
-            r.pd = pd;
-        }
-        if set_access {
-            r.access = new_access;
-        }
-        match rights.cmpxchg(cur, r.pack(), ordering::Relaxed) {
-            Ok(_) => return Ok(()),
-            Err(now) => cur = now,
-        }
+    // MR (it holds the uobject exclusively), so nothing writes in between.
+    let mut r = PdRights::unpack(rights.load(ordering::Relaxed));
+    if let Some(pd) = new_pd {
+        r.pd = pd;
     }
+    if set_access {
+        r.access = new_access;
+    }
+    rights.store(r.pack(), ordering::Relaxed);
+    Ok(())
 }
 
 /// The DMA MR of kernel PDs: the core asks for one in `ib_alloc_pd`, for
