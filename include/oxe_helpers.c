@@ -253,3 +253,18 @@ void oxe_pd_id_free(u32 id)
 {
 	ida_free(&oxe_pd_ids, id);
 }
+
+/* oxe's own workqueue for the QPs' send, receive and timer work (rxe has
+ * rxe_wq): destroy_workqueue() at module exit drains it, so no work item
+ * outlives the module. */
+struct workqueue_struct *oxe_alloc_wq(void)
+{
+	return alloc_workqueue("oxe", WQ_UNBOUND, WQ_MAX_ACTIVE);
+}
+
+unsigned long oxe_nsecs_to_jiffies(u64 ns)
+{
+	unsigned long j = nsecs_to_jiffies(ns);
+
+	return j ? j : 1;
+}

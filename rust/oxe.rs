@@ -20,18 +20,22 @@ pub(crate) fn eopnotsupp() -> Error {
 }
 
 mod bindings;
+mod comp;
 mod cq;
 mod device;
+mod fifo;
 mod irqlock;
 mod keys;
 mod link;
 mod mr;
+mod net;
 mod pd;
 mod qp;
 mod queue;
 mod req;
 mod resp;
 mod sgl;
+mod wq;
 
 // Shared with the host crate in common/: `pub` there is the host crate's API,
 // and not every item is used by the kernel side.
@@ -64,13 +68,20 @@ module! {
 }
 
 struct OxeModule {
+    // Dropped in this order: the devices (and their QPs) go before the
+    // workqueue their work runs on.
     _link: Pin<KBox<link::Registrations>>,
+    _wq: wq::Wq,
 }
 
 impl kernel::Module for OxeModule {
     fn init(module: &'static ThisModule) -> Result<Self> {
+        let wq = wq::Wq::create()?;
         let link = link::Registrations::register(module)?;
         pr_info!("loaded\n");
-        Ok(OxeModule { _link: link })
+        Ok(OxeModule {
+            _link: link,
+            _wq: wq,
+        })
     }
 }

@@ -144,6 +144,23 @@ impl Queue {
         self.index == self.producer()
     }
 
+    /// Element `n` after the next one to consume, copied into `out`, if
+    /// posted. The consumer index does not move: the requester takes WQEs
+    /// ahead of completing them.
+    pub(crate) fn peek_nth_into(&self, n: u32, out: &mut [u8]) -> bool {
+        let posted = self.producer().wrapping_sub(self.index) & self.mask;
+        if n >= posted {
+            return false;
+        }
+        let len = out.len().min(self.elem_size());
+        // The copy may race with a buggy or hostile user: that only garbles it.
+        // SAFETY: the slot is inside the buffer (the index is masked).
+        unsafe {
+            ptr::copy_nonoverlapping(self.slot(self.index.wrapping_add(n)), out.as_mut_ptr(), len)
+        };
+        true
+    }
+
     /// Consumes the element `peek_into` returned.
     pub(crate) fn advance_consumer(&mut self) {
         self.index = (self.index + 1) & self.mask;

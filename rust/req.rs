@@ -1,23 +1,23 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The requester and the completer. Run from the QP's work item after a
-//! doorbell: each WQE is copied out of the shared SQ, its local SGEs are
-//! checked, it is cut into MTU-sized packets with PSNs and handed to the
-//! responder of the destination QP. The ACK, NAK (RNR, access, invalid
-//! request) or READ/atomic response completes the WQE.
-//!
-//! The transport below is loopback (both QPs on one device, as rdma_rxe's
-//! loopback); the RoCEv2 wire plugs in where `resp::receive` is called.
+//! The requester. The send task runs it after the completer: it takes
+//! posted WQEs out of the SQ ring (a private copy each, validated once, its
+//! local SGEs checked and referenced), gives them PSNs and sends their
+//! packets within the window of unacknowledged PSNs. A WQE stays in flight,
+//! its ring slot the user's, until the completer retires it on an ACK or
+//! its READ or atomic response.
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
 use crate::access;
 use crate::bindings as b;
+use crate::comp;
 use crate::mr;
-use crate::packet::{self, op, Kind, Nak};
-use crate::qp::{Attrs, Qp, SendSide, STATE_ERR, STATE_RTS};
-use crate::resp::{self, AtomicEth, Pkt, Reply, Reth};
+use crate::net::Packet;
+use crate::packet::{self, op, AtomicEth, Hdr, Kind, Reth};
+use crate::params::{self, ACK_EVERY, MAX_UNACKED_PSNS};
+use crate::qp::{Attrs, Qp, SendSide, STATE_ERR, STATE_RTS, STATE_SQD};
 use crate::sgl::Sgl;
 use crate::wqe::{self, flags, wr, SendWqe};
 
@@ -34,112 +34,59 @@ pub(crate) fn wc_opcode(opcode: u32) -> u32 {
     }
 }
 
-fn nak_status(nak: Nak) -> u32 {
-    match nak {
-        Nak::RemoteAccess => b::ib_wc_status_IB_WC_REM_ACCESS_ERR,
-        Nak::InvalidRequest => b::ib_wc_status_IB_WC_REM_INV_REQ_ERR,
-        Nak::RemoteOperational => b::ib_wc_status_IB_WC_REM_OP_ERR,
-        Nak::Rnr => b::ib_wc_status_IB_WC_RNR_RETRY_EXC_ERR,
-        Nak::Sequence => b::ib_wc_status_IB_WC_RETRY_EXC_ERR,
-    }
+/// Packets (sent or received) and WQEs one run of the send task handles
+/// before it requeues itself (rdma_rxe's RXE_MAX_ITERATIONS). A run holds
+/// the SQ lock throughout, which modify_qp, query_qp and destroy_qp also
+/// take: without a budget a user who refills the SQ as fast as it drains
+/// keeps the lock and a worker for as long as it likes.
+pub(crate) const BUDGET: u32 = 64;
+
+/// Response PSNs one READ request asks for: a READ longer than that is
+/// asked for in several requests, so that its responses stay within the
+/// window (and within the completer's queue).
+const READ_CHUNK: u32 = MAX_UNACKED_PSNS / 2;
+
+/// What a WQE in flight does.
+pub(crate) enum Op {
+    /// SEND or WRITE, with the bytes' source.
+    Message(Kind, Source),
+    /// READ, with the local SGEs its responses land in.
+    Read(Sgl),
+    /// An atomic, with the local SGE its original value lands in.
+    Atomic(Sgl),
+    /// Failed before a packet went out: completes with this status when it
+    /// reaches the head, in order.
+    Failed(u32),
 }
 
-enum Outcome {
-    /// Completed with this status.
-    Done(u32),
-    /// Receiver not ready: try the WQE again later.
-    Rnr,
+/// A WQE in flight.
+pub(crate) struct Pending {
+    pub(crate) w: SendWqe,
+    pub(crate) op: Op,
+    pub(crate) first_psn: u32,
+    /// PSNs it takes: its request packets, or a READ's response packets.
+    pub(crate) npkts: u32,
+    /// Of those, sent (requested, for a READ).
+    pub(crate) sent: u32,
+    /// READ response packets received.
+    pub(crate) done: u32,
+    pub(crate) mtu: u32,
+    pub(crate) total: u64,
 }
 
-/// WQEs one run of the work item executes before it requeues itself (rdma_rxe's
-/// RXE_MAX_ITERATIONS). A run holds the SQ lock throughout, which modify_qp,
-/// query_qp and destroy_qp also take, and occupies a worker of the shared
-/// workqueue: without a budget a user who refills the SQ as fast as it drains
-/// (unsignaled WRITEs in a loop) keeps both for as long as it likes. 64 small
-/// WQEs are well under a millisecond natively, and few enough that a waiter
-/// gets the lock within a run's time.
-const SEND_BUDGET: u32 = 64;
+impl Pending {
+    pub(crate) fn last_psn(&self) -> u32 {
+        packet::psn_add(self.first_psn, self.npkts.saturating_sub(1))
+    }
 
-/// The work item: executes posted WQEs until the SQ is empty or the budget is
-/// spent, then requeues itself if WQEs are left.
-pub(crate) fn run(qp: &Arc<Qp>) {
-    let mut sq = qp.sq.lock();
-    for _ in 0..SEND_BUDGET {
-        if qp.is_dead() {
-            return;
-        }
-        let attrs = qp.attrs();
-        if attrs.state == STATE_ERR {
-            let more = qp.flush_sq(&mut sq);
-            drop(sq);
-            if more {
-                qp.schedule();
-            }
-            return;
-        }
-        if attrs.state != STATE_RTS {
-            return;
-        }
-        let side = &mut *sq;
-        if !side.queue.peek_into(&mut side.wqe) {
-            return;
-        }
-        let Some(w) = SendWqe::parse(&side.wqe) else {
-            return;
-        };
-        match execute(qp, side, &attrs, &w) {
-            Outcome::Rnr => {
-                side.rnr_tries = side.rnr_tries.saturating_add(1);
-                // rnr_retry 7 means forever.
-                if attrs.rnr_retry != 7 && side.rnr_tries > attrs.rnr_retry {
-                    complete(qp, side, &w, b::ib_wc_status_IB_WC_RNR_RETRY_EXC_ERR);
-                    continue;
-                }
-                drop(sq);
-                // The RNR timer: let the receiver post buffers.
-                // SAFETY: process context (work item), no locks held.
-                unsafe { b::msleep(1) };
-                qp.schedule();
-                return;
-            }
-            Outcome::Done(status) => {
-                side.rnr_tries = 0;
-                complete(qp, side, &w, status);
-                // The receiver's completion comes after the sender's.
-                if let Some(dest) = side.notify.take() {
-                    resp::post_deferred(&dest);
-                }
-            }
-        }
-    }
-    // Budget spent: let the lock's waiters in, and go round the workqueue
-    // again. A WQE posted after this check comes with its own doorbell.
-    let more = !sq.queue.is_empty();
-    drop(sq);
-    if more {
-        qp.schedule();
-    }
-}
-
-fn complete(qp: &Qp, sq: &mut SendSide, w: &SendWqe, status: u32) {
-    let ok = status == b::ib_wc_status_IB_WC_SUCCESS;
-    // Free the slot before the CQE is visible: a user with a one-deep SQ
-    // posts again as soon as it polls the completion.
-    sq.queue.advance_consumer();
-    let mut failed = !ok;
-    if !ok || qp.sq_sig_all || w.send_flags & flags::SIGNALED != 0 {
-        let cqe = qp.cqe(w.wr_id, status, wc_opcode(w.opcode), w.length);
-        failed |= qp.scq().post(&cqe, false).is_err();
-    }
-    if failed {
-        // Error completions (and a full CQ) move the QP to ERR; `run` then
-        // flushes the SQ. Lock order: the caller holds the SQ.
-        qp.set_error(&mut qp.rq.lock());
+    /// Acknowledged by an ACK alone (READs and atomics need their response).
+    pub(crate) fn acked_by_ack(&self) -> bool {
+        matches!(self.op, Op::Message(..))
     }
 }
 
 /// Where the bytes of an outgoing message come from.
-enum Source {
+pub(crate) enum Source {
     Sgl(Sgl),
     Inline(KVec<u8>),
 }
@@ -150,7 +97,7 @@ impl Source {
             Source::Sgl(s) => s.gather(off, out),
             Source::Inline(v) => {
                 let off = off as usize;
-                match v.get(off..off + out.len()) {
+                match off.checked_add(out.len()).and_then(|end| v.get(off..end)) {
                     Some(src) => {
                         out.copy_from_slice(src);
                         true
@@ -169,10 +116,306 @@ impl Source {
     }
 }
 
+/// The send task: the completer, then the requester, within one budget.
+/// In ERR it flushes. Requeues itself while work is left.
+pub(crate) fn run(qp: &Arc<Qp>) {
+    let mut sq = qp.sq.lock();
+    if qp.is_dead() {
+        return;
+    }
+    let mut budget = BUDGET;
+    comp::drain(qp, &mut sq, &mut budget);
+    let attrs = qp.attrs();
+    let mut more = false;
+    if attrs.state == STATE_ERR {
+        more = qp.flush_sq(&mut sq);
+        // Responses to what was flushed mean nothing now.
+        while qp.next_response().is_some() {}
+    } else if attrs.state == STATE_RTS || attrs.state == STATE_SQD {
+        more = send(qp, &mut sq, &attrs, &mut budget);
+        // A WQE that failed before a packet went out completes once it is
+        // the head.
+        comp::settle(qp, &mut sq);
+        comp::arm_retry(qp, &mut sq, &attrs);
+    }
+    more |= !qp.inbox.lock().responses.is_empty();
+    drop(sq);
+    if more {
+        qp.schedule();
+    }
+}
+
+/// Room in the window for PSN `psn`.
+fn in_window(sq: &SendSide, psn: u32) -> bool {
+    packet::psn_diff(psn, sq.una) < MAX_UNACKED_PSNS as i32
+}
+
+/// Sends what the window and the budget allow. True if it stopped on the
+/// budget with work left.
+fn send(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs, budget: &mut u32) -> bool {
+    while *budget > 0 {
+        if sq.rnr_wait {
+            return false;
+        }
+        // Packets left in a WQE already in flight.
+        if sq.next < sq.inflight.len() {
+            match send_packets(qp, sq, attrs, budget) {
+                Step::Progress => continue,
+                Step::Blocked => return false,
+            }
+        }
+        // A new WQE: SQD takes none (it drains what is in flight).
+        if attrs.state != STATE_RTS || !in_window(sq, sq.psn) {
+            return false;
+        }
+        match take(qp, sq, attrs) {
+            Take::Taken => *budget -= 1,
+            Take::Done => {
+                *budget -= 1;
+            }
+            Take::Stop => return false,
+        }
+    }
+    sq.next < sq.inflight.len() || !sq.queue.is_empty()
+}
+
+enum Step {
+    Progress,
+    Blocked,
+}
+
+/// Sends the next packets of the WQE at `sq.next`.
+fn send_packets(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs, budget: &mut u32) -> Step {
+    let next = sq.next;
+    let una = sq.una;
+    let Some(p) = sq.inflight.get_mut(next) else {
+        return Step::Blocked;
+    };
+    if p.sent >= p.npkts {
+        sq.next += 1;
+        return Step::Progress;
+    }
+    let dest = attrs.dest_qpn;
+    match &p.op {
+        Op::Failed(_) => {
+            // Never sent: the completer completes it once it is the head.
+            p.sent = p.npkts;
+            sq.next += 1;
+            Step::Progress
+        }
+        Op::Message(kind, src) => {
+            while p.sent < p.npkts && *budget > 0 {
+                let i = p.sent;
+                let psn = packet::psn_add(p.first_psn, i);
+                if packet::psn_diff(psn, una) >= MAX_UNACKED_PSNS as i32 {
+                    return Step::Blocked;
+                }
+                let off = u64::from(i) * u64::from(p.mtu);
+                let n = (p.total - off.min(p.total)).min(u64::from(p.mtu)) as usize;
+                let mut payload = KVec::new();
+                if payload.resize(n, 0u8, GFP_KERNEL).is_err() {
+                    // Treated as lost: the retransmit timer sends it again.
+                    return Step::Blocked;
+                }
+                if !src.gather(off, &mut payload) {
+                    // The source MR changed under the WQE (invalidated).
+                    p.op = Op::Failed(b::ib_wc_status_IB_WC_LOC_PROT_ERR);
+                    return Step::Progress;
+                }
+                let mut hdr = Hdr::new(packet::opcode(*kind, i, p.npkts), psn, dest);
+                let last = i + 1 == p.npkts;
+                hdr.ack_req = packet::ack_req(i, p.npkts, ACK_EVERY);
+                hdr.solicited = last && p.w.send_flags & flags::SOLICITED != 0;
+                hdr.ex = p.w.ex;
+                if i == 0 && matches!(kind, Kind::Write | Kind::WriteImm) {
+                    hdr.reth = Some(Reth {
+                        va: p.w.remote_addr,
+                        rkey: p.w.rkey,
+                        len: p.total as u32,
+                    });
+                }
+                p.sent += 1;
+                *budget -= 1;
+                qp.xmit(Packet { hdr, payload });
+            }
+            if p.sent >= p.npkts {
+                sq.next += 1;
+            }
+            Step::Progress
+        }
+        Op::Read(_) => {
+            // One request per chunk of response PSNs, from `sent` on (after
+            // a go-back, from where the responses stopped).
+            while p.sent < p.npkts && *budget > 0 {
+                let i = p.sent;
+                let psn = packet::psn_add(p.first_psn, i);
+                let n = (p.npkts - i).min(READ_CHUNK);
+                let last_psn = packet::psn_add(psn, n - 1);
+                if packet::psn_diff(last_psn, una) >= MAX_UNACKED_PSNS as i32 {
+                    return Step::Blocked;
+                }
+                let off = u64::from(i) * u64::from(p.mtu);
+                let len = (p.total - off.min(p.total)).min(u64::from(n) * u64::from(p.mtu));
+                let mut hdr = Hdr::new(op::READ_REQUEST, psn, dest);
+                hdr.ack_req = true;
+                hdr.reth = Some(Reth {
+                    va: p.w.remote_addr.wrapping_add(off),
+                    rkey: p.w.rkey,
+                    len: len as u32,
+                });
+                p.sent += n;
+                *budget -= 1;
+                qp.xmit(Packet::new(hdr));
+            }
+            if p.sent >= p.npkts {
+                sq.next += 1;
+            }
+            Step::Progress
+        }
+        Op::Atomic(_) => {
+            let mut hdr = Hdr::new(
+                if p.w.opcode == wr::ATOMIC_CMP_AND_SWP {
+                    op::COMPARE_SWAP
+                } else {
+                    op::FETCH_ADD
+                },
+                p.first_psn,
+                dest,
+            );
+            hdr.ack_req = true;
+            hdr.atomic = Some(AtomicEth {
+                va: p.w.remote_addr,
+                rkey: p.w.rkey,
+                swap: p.w.swap,
+                compare_add: p.w.compare_add,
+            });
+            p.sent = 1;
+            *budget -= 1;
+            sq.next += 1;
+            qp.xmit(Packet::new(hdr));
+            Step::Progress
+        }
+    }
+}
+
+enum Take {
+    /// A WQE went in flight.
+    Taken,
+    /// A WQE completed at once (local operations).
+    Done,
+    /// Nothing to take now.
+    Stop,
+}
+
+/// Takes the next posted WQE out of the ring.
+fn take(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) -> Take {
+    let n = sq.inflight.len();
+    // Nothing is taken after a WQE that failed: the QP is about to go to ERR.
+    if n > 0 && matches!(sq.inflight.get(n - 1).map(|p| &p.op), Some(Op::Failed(_))) {
+        return Take::Stop;
+    }
+    if !sq.queue.peek_nth_into(n as u32, &mut sq.wqe) {
+        return Take::Stop;
+    }
+    let Some(w) = SendWqe::parse(&sq.wqe) else {
+        return Take::Stop;
+    };
+    let local = matches!(w.opcode, wr::LOCAL_INV | wr::REG_MR);
+    // Local operations and fenced WQEs wait for what is in flight: the
+    // former run here and complete at once, in order.
+    if (local || w.send_flags & flags::FENCE != 0) && n > 0 {
+        return Take::Stop;
+    }
+    if local {
+        let status = local_op(qp, &w);
+        comp::complete_now(qp, sq, &w, status);
+        return Take::Done;
+    }
+    let mtu = attrs.path_mtu;
+    let op = match prepare(qp, sq, &w) {
+        Ok(op) => op,
+        Err(status) => Op::Failed(status),
+    };
+    let (npkts, total) = match &op {
+        Op::Message(_, src) => (packet::packets(src.total(), mtu), src.total()),
+        Op::Read(sgl) => (packet::packets(sgl.total, mtu), sgl.total),
+        Op::Atomic(_) => (1, 8),
+        Op::Failed(_) => (0, 0),
+    };
+    let p = Pending {
+        w,
+        op,
+        first_psn: sq.psn,
+        npkts,
+        sent: 0,
+        done: 0,
+        mtu,
+        total,
+    };
+    if sq.inflight.push(p).is_err() {
+        // Cannot happen: `inflight` has room for the window's WQEs, and each
+        // takes at least one PSN of it, except a failed one, which ends
+        // taking until it completes.
+        return Take::Stop;
+    }
+    sq.psn = packet::psn_add(sq.psn, npkts);
+    Take::Taken
+}
+
+/// Validates a WQE and references what it reads or writes locally. On
+/// failure, the status it completes with.
+fn prepare(qp: &Qp, sq: &SendSide, w: &SendWqe) -> Result<Op, u32> {
+    let kind = match w.opcode {
+        wr::SEND => Kind::Send,
+        wr::SEND_WITH_IMM => Kind::SendImm,
+        wr::SEND_WITH_INV => Kind::SendInv,
+        wr::RDMA_WRITE => Kind::Write,
+        wr::RDMA_WRITE_WITH_IMM => Kind::WriteImm,
+        wr::RDMA_READ => {
+            let sgl = local_sgl(qp, sq, w.num_sge, access::LOCAL_WRITE)?;
+            if sgl.total > u64::from(params::PORT_MAX_MSG_SZ) {
+                return Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
+            }
+            return Ok(Op::Read(sgl));
+        }
+        wr::ATOMIC_CMP_AND_SWP | wr::ATOMIC_FETCH_AND_ADD => {
+            if w.num_sge != 1 {
+                return Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
+            }
+            let sgl = local_sgl(qp, sq, 1, access::LOCAL_WRITE)?;
+            if sgl.first().is_none_or(|(_, _, len)| len < 8) {
+                return Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
+            }
+            return Ok(Op::Atomic(sgl));
+        }
+        _ => return Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR),
+    };
+    let src = if w.send_flags & flags::INLINE != 0 {
+        let n = w.length as usize;
+        if n > qp.max_inline as usize {
+            return Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
+        }
+        let data = sq
+            .wqe
+            .get(wqe::SEND_WQE_SGE_OFFSET..wqe::SEND_WQE_SGE_OFFSET + n)
+            .ok_or(b::ib_wc_status_IB_WC_LOC_LEN_ERR)?;
+        let mut v = KVec::new();
+        v.extend_from_slice(data, GFP_KERNEL)
+            .map_err(|_| b::ib_wc_status_IB_WC_LOC_QP_OP_ERR)?;
+        Source::Inline(v)
+    } else {
+        Source::Sgl(local_sgl(qp, sq, w.num_sge, 0)?)
+    };
+    if src.total() > u64::from(params::PORT_MAX_MSG_SZ) {
+        return Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
+    }
+    Ok(Op::Message(kind, src))
+}
+
 /// The WQE's local SGEs, checked for `rights`.
-fn local_sgl(qp: &Qp, sq: &SendSide, num: u32, rights: u32) -> Result<Sgl, Outcome> {
+fn local_sgl(qp: &Qp, sq: &SendSide, num: u32, rights: u32) -> Result<Sgl, u32> {
     if num > qp.max_send_sge {
-        return Err(Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR));
+        return Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
     }
     Sgl::build(
         qp.dev(),
@@ -182,101 +425,11 @@ fn local_sgl(qp: &Qp, sq: &SendSide, num: u32, rights: u32) -> Result<Sgl, Outco
         num,
         rights,
     )
-    .map_err(Outcome::Done)
-}
-
-/// The destination QP. None looks like a lost packet: retries exhausted.
-fn dest(qp: &Qp, attrs: &Attrs) -> Result<Arc<Qp>, Outcome> {
-    qp.dev()
-        .state()
-        .and_then(|s| s.qps.get(attrs.dest_qpn))
-        .ok_or(Outcome::Done(b::ib_wc_status_IB_WC_RETRY_EXC_ERR))
-}
-
-fn execute(qp: &Qp, sq: &mut SendSide, attrs: &Attrs, w: &SendWqe) -> Outcome {
-    let kind = match w.opcode {
-        wr::SEND => Kind::Send,
-        wr::SEND_WITH_IMM => Kind::SendImm,
-        wr::SEND_WITH_INV => Kind::SendInv,
-        wr::RDMA_WRITE => Kind::Write,
-        wr::RDMA_WRITE_WITH_IMM => Kind::WriteImm,
-        wr::RDMA_READ => return read(qp, sq, attrs, w),
-        wr::ATOMIC_CMP_AND_SWP | wr::ATOMIC_FETCH_AND_ADD => return atomic(qp, sq, attrs, w),
-        wr::LOCAL_INV | wr::REG_MR => return local_op(qp, w),
-        _ => return Outcome::Done(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR),
-    };
-    let src = if w.send_flags & flags::INLINE != 0 {
-        let n = w.length as usize;
-        if n > qp.max_inline as usize {
-            return Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
-        }
-        let Some(data) = sq
-            .wqe
-            .get(wqe::SEND_WQE_SGE_OFFSET..wqe::SEND_WQE_SGE_OFFSET + n)
-        else {
-            return Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
-        };
-        let mut v = KVec::new();
-        if v.extend_from_slice(data, GFP_KERNEL).is_err() {
-            return Outcome::Done(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
-        }
-        Source::Inline(v)
-    } else {
-        match local_sgl(qp, sq, w.num_sge, 0) {
-            Ok(s) => Source::Sgl(s),
-            Err(o) => return o,
-        }
-    };
-    let total = src.total();
-    if total > u64::from(crate::params::PORT_MAX_MSG_SZ) {
-        return Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
-    }
-    let dest = match dest(qp, attrs) {
-        Ok(d) => d,
-        Err(o) => return o,
-    };
-    let mtu = attrs.path_mtu;
-    let count = packet::packets(total, mtu);
-    let write = matches!(kind, Kind::Write | Kind::WriteImm);
-    for i in 0..count {
-        let off = u64::from(i) * u64::from(mtu);
-        let n = (total - off).min(u64::from(mtu)) as usize;
-        let Some(buf) = sq.payload.get_mut(..n) else {
-            return Outcome::Done(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
-        };
-        if !src.gather(off, buf) {
-            return Outcome::Done(b::ib_wc_status_IB_WC_LOC_PROT_ERR);
-        }
-        let last = i + 1 == count;
-        let pkt = Pkt {
-            opcode: packet::opcode(kind, i, count),
-            psn: packet::psn_add(sq.psn, i),
-            solicited: last && w.send_flags & flags::SOLICITED != 0,
-            payload: sq.payload.get(..n).unwrap_or(&[]),
-            reth: (write && i == 0).then_some(Reth {
-                va: w.remote_addr,
-                rkey: w.rkey,
-                len: total as u32,
-            }),
-            atomic: None,
-            ex: w.ex,
-        };
-        match resp::receive(&dest, &pkt, &mut |_| false) {
-            Reply::Ack | Reply::AtomicAck(_) => {}
-            // Only the first packet of a message can meet an empty RQ.
-            Reply::Nak(Nak::Rnr) if i == 0 => return Outcome::Rnr,
-            Reply::Nak(nak) => return Outcome::Done(nak_status(nak)),
-            Reply::Drop => return Outcome::Done(b::ib_wc_status_IB_WC_RETRY_EXC_ERR),
-        }
-    }
-    sq.psn = packet::psn_add(sq.psn, count);
-    sq.notify = Some(dest);
-    Outcome::Done(b::ib_wc_status_IB_WC_SUCCESS)
 }
 
 /// LOCAL_INV and REG_MR: no packet, only the MR changes state. Failures
 /// complete with LOC_QP_OP_ERR, as in rdma_rxe.
-fn local_op(qp: &Qp, w: &SendWqe) -> Outcome {
+fn local_op(qp: &Qp, w: &SendWqe) -> u32 {
     let res = match w.opcode {
         wr::LOCAL_INV => mr::invalidate(qp.dev(), w.ex, qp.pd),
         // Kernel QPs only: a user could write any key into its ring.
@@ -284,112 +437,9 @@ fn local_op(qp: &Qp, w: &SendWqe) -> Outcome {
         _ => mr::lookup_index(qp.dev(), w.mr_key)
             .is_some_and(|m| m.fast_register(qp.pd, w.rkey, w.access).is_ok()),
     };
-    Outcome::Done(if res {
+    if res {
         b::ib_wc_status_IB_WC_SUCCESS
     } else {
         b::ib_wc_status_IB_WC_LOC_QP_OP_ERR
-    })
-}
-
-fn read(qp: &Qp, sq: &mut SendSide, attrs: &Attrs, w: &SendWqe) -> Outcome {
-    let sgl = match local_sgl(qp, sq, w.num_sge, access::LOCAL_WRITE) {
-        Ok(s) => s,
-        Err(o) => return o,
-    };
-    let dest = match dest(qp, attrs) {
-        Ok(d) => d,
-        Err(o) => return o,
-    };
-    let total = sgl.total;
-    let count = packet::packets(total, attrs.path_mtu);
-    let pkt = Pkt {
-        opcode: op::READ_REQUEST,
-        psn: sq.psn,
-        solicited: false,
-        payload: &[],
-        reth: Some(Reth {
-            va: w.remote_addr,
-            rkey: w.rkey,
-            len: total as u32,
-        }),
-        atomic: None,
-        ex: 0,
-    };
-    // The completer side of READ: responses arrive in order and land in
-    // the local SGEs.
-    let mut received = 0u64;
-    let mut expect = sq.psn;
-    let mut bad = false;
-    let mut sink = |r: &Pkt<'_>| {
-        if r.psn != expect || !sgl.scatter(received, r.payload) {
-            bad = true;
-            return false;
-        }
-        received += r.payload.len() as u64;
-        expect = packet::psn_add(expect, 1);
-        true
-    };
-    let reply = resp::receive(&dest, &pkt, &mut sink);
-    match reply {
-        Reply::Ack if !bad && received == total => {
-            sq.psn = packet::psn_add(sq.psn, count);
-            Outcome::Done(b::ib_wc_status_IB_WC_SUCCESS)
-        }
-        Reply::Ack | Reply::AtomicAck(_) => Outcome::Done(b::ib_wc_status_IB_WC_LOC_PROT_ERR),
-        Reply::Nak(Nak::Rnr) => Outcome::Rnr,
-        Reply::Nak(nak) => Outcome::Done(nak_status(nak)),
-        Reply::Drop if bad => Outcome::Done(b::ib_wc_status_IB_WC_LOC_PROT_ERR),
-        Reply::Drop => Outcome::Done(b::ib_wc_status_IB_WC_RETRY_EXC_ERR),
-    }
-}
-
-fn atomic(qp: &Qp, sq: &mut SendSide, attrs: &Attrs, w: &SendWqe) -> Outcome {
-    if w.num_sge != 1 {
-        return Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
-    }
-    let sgl = match local_sgl(qp, sq, 1, access::LOCAL_WRITE) {
-        Ok(s) => s,
-        Err(o) => return o,
-    };
-    let Some((mr, addr, len)) = sgl.first() else {
-        return Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
-    };
-    if len < 8 {
-        return Outcome::Done(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
-    }
-    let dest = match dest(qp, attrs) {
-        Ok(d) => d,
-        Err(o) => return o,
-    };
-    let pkt = Pkt {
-        opcode: if w.opcode == wr::ATOMIC_CMP_AND_SWP {
-            op::COMPARE_SWAP
-        } else {
-            op::FETCH_ADD
-        },
-        psn: sq.psn,
-        solicited: false,
-        payload: &[],
-        reth: None,
-        atomic: Some(AtomicEth {
-            va: w.remote_addr,
-            rkey: w.rkey,
-            swap: w.swap,
-            compare_add: w.compare_add,
-        }),
-        ex: 0,
-    };
-    match resp::receive(&dest, &pkt, &mut |_| false) {
-        Reply::AtomicAck(orig) => {
-            if !mr.write(addr, &orig.to_ne_bytes()) {
-                return Outcome::Done(b::ib_wc_status_IB_WC_LOC_PROT_ERR);
-            }
-            sq.psn = packet::psn_add(sq.psn, 1);
-            Outcome::Done(b::ib_wc_status_IB_WC_SUCCESS)
-        }
-        Reply::Ack => Outcome::Done(b::ib_wc_status_IB_WC_BAD_RESP_ERR),
-        Reply::Nak(Nak::Rnr) => Outcome::Rnr,
-        Reply::Nak(nak) => Outcome::Done(nak_status(nak)),
-        Reply::Drop => Outcome::Done(b::ib_wc_status_IB_WC_RETRY_EXC_ERR),
     }
 }

@@ -1,58 +1,35 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The responder: takes request packets in PSN order, checks every remote
-//! access with the rkey against the target MR's PD, range and rights, places
-//! SEND and WRITE payloads, answers READs and atomics, and ACKs or NAKs.
-//! On an access or request error the QP goes to ERR and the target memory
-//! stays untouched.
+//! The responder, run by the QP's receive task: takes request packets in PSN
+//! order, checks every remote access with the rkey against the target MR's
+//! PD, range and rights, places SEND and WRITE payloads, answers READs (a
+//! budget's worth of response packets per run) and atomics, and ACKs or
+//! NAKs. Duplicates (the requester went back) are acknowledged again, READs
+//! answered again and atomics replayed, never executed twice. On an access or
+//! request error the QP goes to ERR and the target memory stays untouched.
 
 use kernel::prelude::*;
 use kernel::sync::atomic::ordering;
+use kernel::sync::Arc;
 
 use crate::access;
 use crate::bindings as b;
 use crate::cq::Cqe;
 use crate::mr::{self, MrRef};
 use crate::mtt::Request;
-use crate::packet::{self, op, Nak};
-use crate::qp::{Qp, RecvSide, STATE_RTR, STATE_RTS, STATE_SQD, STATE_SQE};
+use crate::net::Packet;
+use crate::packet::{self, op, Hdr, Nak, Syndrome};
+use crate::qp::{Attrs, Qp, RecvSide, STATE_RTR, STATE_RTS, STATE_SQD, STATE_SQE};
+use crate::req::BUDGET;
 use crate::sgl::Sgl;
 use crate::wqe;
 
-/// RDMA extended transport header: the remote range of a WRITE or READ.
-#[derive(Clone, Copy)]
-pub(crate) struct Reth {
-    pub(crate) va: u64,
-    pub(crate) rkey: u32,
-    pub(crate) len: u32,
-}
-
-/// Atomic extended transport header.
-#[derive(Clone, Copy)]
-pub(crate) struct AtomicEth {
-    pub(crate) va: u64,
-    pub(crate) rkey: u32,
-    pub(crate) swap: u64,
-    pub(crate) compare_add: u64,
-}
-
-pub(crate) struct Pkt<'a> {
-    pub(crate) opcode: u8,
-    pub(crate) psn: u32,
-    pub(crate) solicited: bool,
-    pub(crate) payload: &'a [u8],
-    pub(crate) reth: Option<Reth>,
-    pub(crate) atomic: Option<AtomicEth>,
-    /// Immediate data or the rkey to invalidate.
-    pub(crate) ex: u32,
-}
-
-pub(crate) enum Reply {
+enum Reply {
     Ack,
     AtomicAck(u64),
+    /// A READ was accepted: its responses go out from `RecvSide::read`.
+    Read(u32),
     Nak(Nak),
-    /// Not accepted and not answered (QP not ready): the requester times out.
-    Drop,
 }
 
 /// A multi-packet message in progress.
@@ -68,6 +45,220 @@ pub(crate) enum Progress {
         total: u64,
         received: u64,
     },
+}
+
+/// A READ being answered.
+pub(crate) struct ReadServe {
+    mr: Option<MrRef>,
+    va: u64,
+    len: u64,
+    /// The PSN of the first response.
+    psn: u32,
+    count: u32,
+    next: u32,
+    mtu: u32,
+}
+
+/// The receive task: answers a READ in progress and takes queued request
+/// packets, within one budget; requeues itself while work is left.
+pub(crate) fn run(qp: &Arc<Qp>) {
+    let mut rq = qp.rq.lock();
+    if qp.is_dead() {
+        return;
+    }
+    let mut budget = BUDGET;
+    while budget > 0 {
+        if rq.read.is_some() {
+            serve_read(qp, &mut rq, &mut budget);
+            continue;
+        }
+        let Some(pkt) = qp.next_request() else {
+            break;
+        };
+        budget -= 1;
+        receive(qp, &mut rq, &pkt);
+    }
+    let more = rq.read.is_some() || !qp.inbox.lock().requests.is_empty();
+    drop(rq);
+    if more {
+        qp.schedule_recv();
+    }
+}
+
+/// Sends a response to the requester.
+fn respond(qp: &Qp, attrs: &Attrs, mut hdr: Hdr, payload: KVec<u8>) {
+    hdr.qpn = attrs.dest_qpn;
+    qp.xmit(Packet { hdr, payload });
+}
+
+fn ack(qp: &Qp, attrs: &Attrs, psn: u32, syndrome: Syndrome) {
+    let mut h = Hdr::new(op::ACKNOWLEDGE, psn, 0);
+    h.aeth = Some(syndrome);
+    respond(qp, attrs, h, KVec::new());
+}
+
+/// Takes one request packet.
+fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet) {
+    // Checked under the RQ lock: `Qp::set_error` flushes under it, and no
+    // packet may start a message on an ERR QP after the flush.
+    let attrs = qp.attrs();
+    if !matches!(attrs.state, STATE_RTR | STATE_RTS | STATE_SQD | STATE_SQE) {
+        return;
+    }
+    if attrs.state == STATE_RTR && !rq.established {
+        rq.established = true;
+        qp.event(b::ib_event_type_IB_EVENT_COMM_EST);
+    }
+    let h = &pkt.hdr;
+    let d = packet::psn_diff(h.psn, rq.epsn);
+    if d < 0 {
+        duplicate(qp, rq, &attrs, pkt);
+        return;
+    }
+    if d > 0 {
+        // A gap: ask once for the expected PSN.
+        if !rq.nak_sent {
+            rq.nak_sent = true;
+            ack(qp, &attrs, rq.epsn, Syndrome::Nak(Nak::Sequence));
+        }
+        return;
+    }
+    rq.nak_sent = false;
+    match request(qp, rq, &attrs, pkt) {
+        Reply::Ack => {
+            rq.epsn = packet::psn_add(rq.epsn, 1);
+            if h.ack_req {
+                ack(qp, &attrs, h.psn, Syndrome::Ack);
+            }
+        }
+        Reply::AtomicAck(orig) => {
+            rq.epsn = packet::psn_add(rq.epsn, 1);
+            rq.last_atomic = Some((h.psn, orig));
+            atomic_ack(qp, &attrs, h.psn, orig);
+        }
+        Reply::Read(count) => rq.epsn = packet::psn_add(rq.epsn, count),
+        Reply::Nak(Nak::Rnr) => {
+            rq.nak_sent = true;
+            ack(qp, &attrs, h.psn, Syndrome::Rnr(attrs.min_rnr_timer));
+        }
+        Reply::Nak(nak) => ack(qp, &attrs, h.psn, Syndrome::Nak(nak)),
+    }
+}
+
+fn atomic_ack(qp: &Qp, attrs: &Attrs, psn: u32, orig: u64) {
+    let mut h = Hdr::new(op::ATOMIC_ACKNOWLEDGE, psn, 0);
+    h.aeth = Some(Syndrome::Ack);
+    h.atomic_ack = orig;
+    respond(qp, attrs, h, KVec::new());
+}
+
+/// A request seen before: the requester went back past it.
+fn duplicate(qp: &Arc<Qp>, rq: &mut RecvSide, attrs: &Attrs, pkt: &Packet) {
+    let h = &pkt.hdr;
+    match h.opcode {
+        // READs have no side effect: answer again (the rkey is checked again).
+        op::READ_REQUEST => {
+            // A bad rkey now gets no answer: the first time it was NAKed.
+            if let Some(reth) = h.reth {
+                let _ = start_read(qp, rq, attrs, h.psn, reth);
+            }
+        }
+        // Atomics are never executed twice: the last one's result is replayed.
+        op::COMPARE_SWAP | op::FETCH_ADD => {
+            if let Some((psn, orig)) = rq.last_atomic {
+                if psn == h.psn {
+                    atomic_ack(qp, attrs, psn, orig);
+                }
+            }
+        }
+        // SEND and WRITE data arrived already: acknowledge what is done.
+        _ => {
+            if h.ack_req {
+                ack(
+                    qp,
+                    attrs,
+                    packet::psn_add(rq.epsn, packet::PSN_MASK),
+                    Syndrome::Ack,
+                );
+            }
+        }
+    }
+}
+
+/// Checks a READ and sets it up to be answered from `psn` on.
+fn start_read(
+    qp: &Qp,
+    rq: &mut RecvSide,
+    attrs: &Attrs,
+    psn: u32,
+    reth: packet::Reth,
+) -> Result<u32, Nak> {
+    let len = u64::from(reth.len);
+    let mr = remote(
+        qp,
+        attrs.access,
+        reth.rkey,
+        reth.va,
+        len,
+        access::REMOTE_READ,
+    )?;
+    let count = packet::packets(len, attrs.path_mtu);
+    rq.read = Some(ReadServe {
+        mr,
+        va: reth.va,
+        len,
+        psn,
+        count,
+        next: 0,
+        mtu: attrs.path_mtu,
+    });
+    Ok(count)
+}
+
+/// Sends the next READ response packets, within the budget.
+fn serve_read(qp: &Arc<Qp>, rq: &mut RecvSide, budget: &mut u32) {
+    let attrs = qp.attrs();
+    let Some(r) = rq.read.as_mut() else {
+        return;
+    };
+    while *budget > 0 && r.next < r.count {
+        let off = u64::from(r.next) * u64::from(r.mtu);
+        let n = (r.len - off.min(r.len)).min(u64::from(r.mtu)) as usize;
+        let mut payload = KVec::new();
+        if payload.resize(n, 0u8, GFP_KERNEL).is_err() {
+            // Try again on the next run.
+            *budget = 0;
+            return;
+        }
+        let ok = match &r.mr {
+            Some(m) => m.read(r.va.wrapping_add(off), &mut payload),
+            None => n == 0,
+        };
+        let psn = packet::psn_add(r.psn, r.next);
+        if !ok {
+            // The MR was invalidated under the READ.
+            rq.read = None;
+            qp.set_error(rq);
+            ack(qp, &attrs, psn, Syndrome::Nak(Nak::RemoteAccess));
+            return;
+        }
+        let mut h = Hdr::new(packet::read_response_opcode(r.next, r.count), psn, 0);
+        if r.next == 0 || r.next + 1 == r.count {
+            h.aeth = Some(Syndrome::Ack);
+        }
+        r.next += 1;
+        *budget -= 1;
+        respond(qp, &attrs, h, payload);
+    }
+    if r.next >= r.count {
+        rq.read = None;
+    }
+}
+
+/// A class C/D error (IBA 9.9.3): NAK, and the responder's QP goes to ERR.
+fn fatal(qp: &Arc<Qp>, rq: &mut RecvSide, nak: Nak) -> Reply {
+    qp.set_error(rq);
+    Reply::Nak(nak)
 }
 
 fn has_imm(opcode: u8) -> bool {
@@ -93,12 +284,6 @@ fn is_last(opcode: u8) -> bool {
     )
 }
 
-/// A class C/D error (IBA 9.9.3): NAK, and the responder's QP goes to ERR.
-fn fatal(qp: &Qp, rq: &mut RecvSide, nak: Nak) -> Reply {
-    qp.set_error(rq);
-    Reply::Nak(nak)
-}
-
 /// Takes the next receive WQE for a SEND or a WRITE with immediate: its
 /// SGEs checked for local write. `None`: the RQ is empty (RNR).
 fn take_recv(qp: &Qp, rq: &mut RecvSide) -> Option<Result<(u64, Sgl), u32>> {
@@ -122,82 +307,11 @@ fn take_recv(qp: &Qp, rq: &mut RecvSide) -> Option<Result<(u64, Sgl), u32>> {
     )
 }
 
-/// A successful receive: the RQ slot is consumed now, the CQE is posted by
-/// `post_deferred` once the sender has completed its WQE. In loopback the
-/// whole exchange runs in the sender's thread, and a peer woken by its
-/// receive completion could otherwise answer, and post again, before the
-/// sender's SQ slot is free.
-fn defer_recv(rq: &mut RecvSide, cqe: Cqe, solicited: bool) {
-    rq.queue.advance_consumer();
-    rq.deferred = Some((cqe, solicited));
-}
-
-/// Posts the receive completion held back by `defer_recv`.
-pub(crate) fn post_deferred(qp: &Qp) {
-    let mut rq = qp.rq.lock();
-    // The sender holds the QP, maybe past its destroy and its CQs' (see
-    // `qp::teardown`).
-    if qp.is_dead() {
-        return;
-    }
-    if let Some((cqe, solicited)) = rq.deferred.take() {
-        if qp.rcq().post(&cqe, solicited).is_err() {
-            qp.set_error(&mut rq);
-        }
-    }
-}
-
-fn complete_recv(qp: &Qp, rq: &mut RecvSide, cqe: Cqe, solicited: bool) -> Result<(), Nak> {
-    rq.queue.advance_consumer();
-    qp.rcq()
-        .post(&cqe, solicited)
-        .map_err(|_| Nak::RemoteOperational)
-}
-
-/// Checks the remote access of a WRITE, READ or atomic: the QP must allow
-/// it, and the rkey must name a live MR of this QP's PD that grants it over
-/// the range.
-fn remote(
-    qp: &Qp,
-    qp_access: u32,
-    rkey: u32,
-    va: u64,
-    len: u64,
-    right: u32,
-) -> Result<Option<MrRef>, Nak> {
-    if qp_access & right == 0 {
-        return Err(Nak::RemoteAccess);
-    }
-    if len == 0 {
-        return Ok(None);
-    }
-    let m = mr::lookup(qp.dev(), rkey).ok_or(Nak::RemoteAccess)?;
-    let req = Request {
-        key: rkey,
-        pd: qp.pd,
-        iova: va,
-        len,
-        rights: right,
-    };
-    m.check(&req).map_err(|_| Nak::RemoteAccess)?;
-    Ok(Some(m))
-}
-
-/// Receives one request packet. `sink` takes READ response packets.
-pub(crate) fn receive(qp: &Qp, pkt: &Pkt<'_>, sink: &mut dyn FnMut(&Pkt<'_>) -> bool) -> Reply {
-    // Checked under the RQ lock: `Qp::set_error` flushes under it, and no
-    // packet may start a message on an ERR QP after the flush.
-    let mut guard = qp.rq.lock();
-    let rq = &mut *guard;
-    let attrs = qp.attrs();
-    if !matches!(attrs.state, STATE_RTR | STATE_RTS | STATE_SQD | STATE_SQE) || qp.is_dead() {
-        return Reply::Drop;
-    }
-    if packet::psn_diff(pkt.psn, rq.epsn) != 0 {
-        return Reply::Nak(Nak::Sequence);
-    }
-    let o = pkt.opcode;
-    let reply = match o {
+/// Executes the expected request packet.
+fn request(qp: &Arc<Qp>, rq: &mut RecvSide, attrs: &Attrs, pkt: &Packet) -> Reply {
+    let h = &pkt.hdr;
+    let o = h.opcode;
+    match o {
         op::SEND_FIRST | op::SEND_ONLY | op::SEND_ONLY_IMM | op::SEND_ONLY_INV => {
             if rq.progress.is_some() {
                 return fatal(qp, rq, Nak::InvalidRequest);
@@ -226,7 +340,7 @@ pub(crate) fn receive(qp: &Qp, pkt: &Pkt<'_>, sink: &mut dyn FnMut(&Pkt<'_>) -> 
             send_data(qp, rq, pkt)
         }
         op::WRITE_FIRST | op::WRITE_ONLY | op::WRITE_ONLY_IMM => {
-            let Some(reth) = pkt.reth else {
+            let Some(reth) = h.reth else {
                 return fatal(qp, rq, Nak::InvalidRequest);
             };
             if rq.progress.is_some() {
@@ -268,55 +382,19 @@ pub(crate) fn receive(qp: &Qp, pkt: &Pkt<'_>, sink: &mut dyn FnMut(&Pkt<'_>) -> 
             write_data(qp, rq, pkt)
         }
         op::READ_REQUEST => {
-            let Some(reth) = pkt.reth else {
+            let Some(reth) = h.reth else {
                 return fatal(qp, rq, Nak::InvalidRequest);
             };
             if rq.progress.is_some() {
                 return fatal(qp, rq, Nak::InvalidRequest);
             }
-            let len = u64::from(reth.len);
-            let mr = match remote(
-                qp,
-                attrs.access,
-                reth.rkey,
-                reth.va,
-                len,
-                access::REMOTE_READ,
-            ) {
-                Err(nak) => return fatal(qp, rq, nak),
-                Ok(mr) => mr,
-            };
-            let count = packet::packets(len, attrs.path_mtu);
-            let mtu = u64::from(attrs.path_mtu);
-            for i in 0..count {
-                let off = u64::from(i) * mtu;
-                let n = (len - off.min(len)).min(mtu) as usize;
-                let read_ok = match (rq.payload.get_mut(..n), &mr) {
-                    (Some(buf), Some(m)) => m.read(reth.va + off, buf),
-                    (Some(_), None) => true,
-                    (None, _) => false,
-                };
-                if !read_ok {
-                    return fatal(qp, rq, Nak::RemoteAccess);
-                }
-                let resp = Pkt {
-                    opcode: packet::read_response_opcode(i, count),
-                    psn: packet::psn_add(pkt.psn, i),
-                    solicited: false,
-                    payload: rq.payload.get(..n).unwrap_or(&[]),
-                    reth: None,
-                    atomic: None,
-                    ex: 0,
-                };
-                if !sink(&resp) {
-                    return Reply::Drop;
-                }
+            match start_read(qp, rq, attrs, h.psn, reth) {
+                Ok(count) => Reply::Read(count),
+                Err(nak) => fatal(qp, rq, nak),
             }
-            rq.epsn = packet::psn_add(rq.epsn, count);
-            return Reply::Ack;
         }
         op::COMPARE_SWAP | op::FETCH_ADD => {
-            let Some(a) = pkt.atomic else {
+            let Some(a) = h.atomic else {
                 return fatal(qp, rq, Nak::InvalidRequest);
             };
             if a.va % 8 != 0 {
@@ -336,21 +414,52 @@ pub(crate) fn receive(qp: &Qp, pkt: &Pkt<'_>, sink: &mut dyn FnMut(&Pkt<'_>) -> 
                     x.fetch_add(a.compare_add, ordering::Full)
                 }
             });
-            let Some(orig) = orig else {
-                return fatal(qp, rq, Nak::InvalidRequest);
-            };
-            rq.epsn = packet::psn_add(rq.epsn, 1);
-            return Reply::AtomicAck(orig);
+            match orig {
+                Some(orig) => Reply::AtomicAck(orig),
+                None => fatal(qp, rq, Nak::InvalidRequest),
+            }
         }
-        _ => return fatal(qp, rq, Nak::InvalidRequest),
-    };
-    if matches!(reply, Reply::Ack) {
-        rq.epsn = packet::psn_add(rq.epsn, 1);
+        _ => fatal(qp, rq, Nak::InvalidRequest),
     }
-    reply
 }
 
-fn send_data(qp: &Qp, rq: &mut RecvSide, pkt: &Pkt<'_>) -> Reply {
+fn complete_recv(qp: &Qp, rq: &mut RecvSide, cqe: Cqe, solicited: bool) -> Result<(), Nak> {
+    rq.queue.advance_consumer();
+    qp.rcq()
+        .post(&cqe, solicited)
+        .map_err(|_| Nak::RemoteOperational)
+}
+
+/// Checks the remote access of a WRITE, READ or atomic: the QP must allow
+/// it, and the rkey must name a live MR of this QP's PD that grants it over
+/// the range.
+fn remote(
+    qp: &Qp,
+    qp_access: u32,
+    rkey: u32,
+    va: u64,
+    len: u64,
+    right: u32,
+) -> Result<Option<MrRef>, Nak> {
+    if qp_access & right == 0 {
+        return Err(Nak::RemoteAccess);
+    }
+    if len == 0 {
+        return Ok(None);
+    }
+    let m = mr::lookup(qp.dev(), rkey).ok_or(Nak::RemoteAccess)?;
+    let req = Request {
+        key: rkey,
+        pd: qp.pd,
+        iova: va,
+        len,
+        rights: right,
+    };
+    m.check(&req).map_err(|_| Nak::RemoteAccess)?;
+    Ok(Some(m))
+}
+
+fn send_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet) -> Reply {
     let len = pkt.payload.len() as u64;
     let (wr_id, fits, received) = match &mut rq.progress {
         Some(Progress::Send {
@@ -358,7 +467,7 @@ fn send_data(qp: &Qp, rq: &mut RecvSide, pkt: &Pkt<'_>) -> Reply {
             sgl,
             received,
         }) => {
-            let fits = *received + len <= sgl.total && sgl.scatter(*received, pkt.payload);
+            let fits = *received + len <= sgl.total && sgl.scatter(*received, &pkt.payload);
             if fits {
                 *received += len;
             }
@@ -377,7 +486,7 @@ fn send_data(qp: &Qp, rq: &mut RecvSide, pkt: &Pkt<'_>) -> Reply {
         let _ = complete_recv(qp, rq, cqe, false);
         return fatal(qp, rq, Nak::InvalidRequest);
     }
-    if !is_last(pkt.opcode) {
+    if !is_last(pkt.hdr.opcode) {
         return Reply::Ack;
     }
     let mut cqe = qp.cqe(
@@ -386,25 +495,27 @@ fn send_data(qp: &Qp, rq: &mut RecvSide, pkt: &Pkt<'_>) -> Reply {
         b::ib_wc_opcode_IB_WC_RECV,
         received as u32,
     );
-    if has_imm(pkt.opcode) {
-        cqe.ex = pkt.ex;
+    if has_imm(pkt.hdr.opcode) {
+        cqe.ex = pkt.hdr.ex;
         cqe.wc_flags |= b::ib_wc_flags_IB_WC_WITH_IMM;
-    } else if matches!(pkt.opcode, op::SEND_LAST_INV | op::SEND_ONLY_INV) {
+    } else if matches!(pkt.hdr.opcode, op::SEND_LAST_INV | op::SEND_ONLY_INV) {
         // The rkey must name a valid fast-registration MR of this QP's PD
         // (class J error otherwise: the sender sees REM_INV_REQ_ERR).
-        if !mr::invalidate(qp.dev(), pkt.ex, qp.pd) {
+        if !mr::invalidate(qp.dev(), pkt.hdr.ex, qp.pd) {
             rq.progress = None;
             return fatal(qp, rq, Nak::InvalidRequest);
         }
-        cqe.ex = pkt.ex;
+        cqe.ex = pkt.hdr.ex;
         cqe.wc_flags |= b::ib_wc_flags_IB_WC_WITH_INVALIDATE;
     }
     rq.progress = None;
-    defer_recv(rq, cqe, pkt.solicited);
-    Reply::Ack
+    match complete_recv(qp, rq, cqe, pkt.hdr.solicited) {
+        Ok(()) => Reply::Ack,
+        Err(nak) => fatal(qp, rq, nak),
+    }
 }
 
-fn write_data(qp: &Qp, rq: &mut RecvSide, pkt: &Pkt<'_>) -> Reply {
+fn write_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet) -> Reply {
     let len = pkt.payload.len() as u64;
     let (placed, total) = match &mut rq.progress {
         Some(Progress::Write {
@@ -418,7 +529,7 @@ fn write_data(qp: &Qp, rq: &mut RecvSide, pkt: &Pkt<'_>) -> Reply {
             } else if len > 0
                 && !mr
                     .as_ref()
-                    .is_some_and(|m| m.write(*va + *received, pkt.payload))
+                    .is_some_and(|m| m.write(va.wrapping_add(*received), &pkt.payload))
             {
                 Err(Nak::RemoteAccess)
             } else {
@@ -432,11 +543,11 @@ fn write_data(qp: &Qp, rq: &mut RecvSide, pkt: &Pkt<'_>) -> Reply {
     if let Err(nak) = placed {
         return fatal(qp, rq, nak);
     }
-    if !is_last(pkt.opcode) {
+    if !is_last(pkt.hdr.opcode) {
         return Reply::Ack;
     }
     rq.progress = None;
-    if has_imm(pkt.opcode) {
+    if has_imm(pkt.hdr.opcode) {
         let Some(Ok((wr_id, _sgl))) = take_recv(qp, rq) else {
             return fatal(qp, rq, Nak::RemoteOperational);
         };
@@ -446,9 +557,11 @@ fn write_data(qp: &Qp, rq: &mut RecvSide, pkt: &Pkt<'_>) -> Reply {
             b::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM,
             total as u32,
         );
-        cqe.ex = pkt.ex;
+        cqe.ex = pkt.hdr.ex;
         cqe.wc_flags |= b::ib_wc_flags_IB_WC_WITH_IMM;
-        defer_recv(rq, cqe, pkt.solicited);
+        if let Err(nak) = complete_recv(qp, rq, cqe, pkt.hdr.solicited) {
+            return fatal(qp, rq, nak);
+        }
     }
     Reply::Ack
 }

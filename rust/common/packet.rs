@@ -130,6 +130,94 @@ pub enum Nak {
     RemoteOperational,
 }
 
+/// RDMA extended transport header: the remote range of a WRITE or READ.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Reth {
+    pub va: u64,
+    pub rkey: u32,
+    pub len: u32,
+}
+
+/// Atomic extended transport header.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AtomicEth {
+    pub va: u64,
+    pub rkey: u32,
+    pub swap: u64,
+    pub compare_add: u64,
+}
+
+/// The AETH of an ACKNOWLEDGE (or of the first and last READ responses).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Syndrome {
+    Ack,
+    /// Receiver not ready, with the responder's RNR timer code.
+    Rnr(u8),
+    Nak(Nak),
+}
+
+/// A packet's headers, as the transport fills and reads them. The wire
+/// encodes them as BTH and the extended headers; loopback passes them as is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hdr {
+    pub opcode: u8,
+    pub psn: u32,
+    /// The destination QP.
+    pub qpn: u32,
+    /// The requester asks for an ACK (BTH A bit).
+    pub ack_req: bool,
+    pub solicited: bool,
+    pub reth: Option<Reth>,
+    pub atomic: Option<AtomicEth>,
+    pub aeth: Option<Syndrome>,
+    /// The original value an atomic read (AtomicAckETH).
+    pub atomic_ack: u64,
+    /// Immediate data (as carried) or the rkey to invalidate (IETH).
+    pub ex: u32,
+}
+
+impl Hdr {
+    pub const fn new(opcode: u8, psn: u32, qpn: u32) -> Self {
+        Hdr {
+            opcode,
+            psn,
+            qpn,
+            ack_req: false,
+            solicited: false,
+            reth: None,
+            atomic: None,
+            aeth: None,
+            atomic_ack: 0,
+            ex: 0,
+        }
+    }
+
+    /// A response (ACK, READ response, atomic ACK): for the completer.
+    pub const fn is_response(&self) -> bool {
+        matches!(
+            self.opcode,
+            op::READ_RESPONSE_FIRST
+                | op::READ_RESPONSE_MIDDLE
+                | op::READ_RESPONSE_LAST
+                | op::READ_RESPONSE_ONLY
+                | op::ACKNOWLEDGE
+                | op::ATOMIC_ACKNOWLEDGE
+        )
+    }
+}
+
+/// Whether packet `index` of `count` asks for an ACK: the last one, and one
+/// every `every` so that a long message keeps the window moving.
+pub const fn ack_req(index: u32, count: u32, every: u32) -> bool {
+    index + 1 == count || (every != 0 && index % every == every - 1)
+}
+
+/// Whether `psn` lies in `[first, first + count)`, in PSN space.
+pub const fn psn_in(psn: u32, first: u32, count: u32) -> bool {
+    let d = psn_diff(psn, first);
+    d >= 0 && (d as u32) < count
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -161,5 +249,21 @@ mod tests {
         assert_eq!(opcode(Kind::SendInv, 0, 1), op::SEND_ONLY_INV);
         assert_eq!(read_response_opcode(0, 1), op::READ_RESPONSE_ONLY);
         assert_eq!(read_response_opcode(1, 3), op::READ_RESPONSE_MIDDLE);
+    }
+
+    #[test]
+    fn acks_and_ranges() {
+        assert!(ack_req(0, 1, 32));
+        assert!(!ack_req(0, 2, 32));
+        assert!(ack_req(31, 100, 32));
+        assert!(ack_req(99, 100, 32));
+        assert!(!ack_req(32, 100, 32));
+        assert!(psn_in(PSN_MASK, PSN_MASK, 2));
+        assert!(psn_in(0, PSN_MASK, 2));
+        assert!(!psn_in(1, PSN_MASK, 2));
+        assert!(!psn_in(PSN_MASK - 1, PSN_MASK, 2));
+        let h = Hdr::new(op::ACKNOWLEDGE, 1, 2);
+        assert!(h.is_response());
+        assert!(!Hdr::new(op::READ_REQUEST, 1, 2).is_response());
     }
 }

@@ -44,6 +44,38 @@ pub const DEFAULT_PKEY_FULL: u16 = 0xffff;
 /// reserves below the netdev MTU before choosing the IB path MTU.
 pub const MAX_HDR_LENGTH: i32 = 80;
 
+/// Packets a requester may have sent and not seen acknowledged (rxe's
+/// RXE_MAX_UNACKED_PSNS): bounds what sits in a responder's and a
+/// completer's packet queue.
+pub const MAX_UNACKED_PSNS: u32 = 128;
+
+/// A requester asks for an ACK at least every this many packets of a long
+/// message, so that its window keeps moving.
+pub const ACK_EVERY: u32 = 32;
+
+/// The RNR NAK timer field (IBA table 45) in nanoseconds: 0 is the longest,
+/// 655.36 ms; 1..=31 run from 0.01 ms to 491.52 ms.
+pub const fn rnr_timer_ns(code: u8) -> u64 {
+    const US: [u32; 32] = [
+        655_360, 10, 20, 30, 40, 60, 80, 120, 160, 240, 320, 480, 640, 960, 1_280, 1_920, 2_560,
+        3_840, 5_120, 7_680, 10_240, 15_360, 20_480, 30_720, 40_960, 61_440, 81_920, 122_880,
+        163_840, 245_760, 327_680, 491_520,
+    ];
+    US[(code & 31) as usize] as u64 * 1_000
+}
+
+/// The local ACK timeout (IBA 9.7.6.1.3): 4.096 us * 2^timeout; 0 disables
+/// the timer (the requester waits forever, as rxe).
+pub const fn ack_timeout_ns(timeout: u8) -> Option<u64> {
+    if timeout == 0 {
+        None
+    } else {
+        // Values over 31 are invalid; clamp rather than overflow.
+        let t = if timeout > 31 { 31 } else { timeout };
+        Some(4_096u64 << t)
+    }
+}
+
 /// IB MTU enumeration (enum ib_mtu): 1 = 256 .. 5 = 4096.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 #[repr(u32)]
@@ -154,5 +186,16 @@ mod tests {
             [0x50, 0x54, 0x00, 0xff, 0xfe, 0x12, 0x34, 0x56]
         );
         assert_eq!(eui64_from_mac([0x02, 0, 0, 0, 0, 0])[0], 0);
+    }
+
+    #[test]
+    fn timers() {
+        assert_eq!(rnr_timer_ns(0), 655_360_000);
+        assert_eq!(rnr_timer_ns(1), 10_000);
+        assert_eq!(rnr_timer_ns(31), 491_520_000);
+        assert_eq!(rnr_timer_ns(255), 491_520_000);
+        assert_eq!(ack_timeout_ns(0), None);
+        assert_eq!(ack_timeout_ns(14), Some(67_108_864));
+        assert_eq!(ack_timeout_ns(200), Some(4_096u64 << 31));
     }
 }

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! RC queue pairs: creation with rxe's shared SQ and RQ rings, the state
-//! machine (modify/query), the post_send doorbell, kernel posting, flushing
-//! and destruction. The transport itself is in `req.rs` and `resp.rs`.
+//! The QP verbs: creation with rxe's shared SQ and RQ rings, the state
+//! machine (modify/query), the post_send doorbell, kernel posting and
+//! destruction.
 
 use core::mem::size_of;
 use core::ptr;
@@ -10,301 +10,22 @@ use core::ptr;
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::atomic::{ordering, Atomic};
-use kernel::sync::{Arc, Mutex};
-use kernel::workqueue::{self, Work, WorkItem};
-use kernel::xarray::{AllocKind, XArray};
+use kernel::sync::Arc;
+use kernel::workqueue::{DelayedWork, Work};
 
-use crate::access::PdId;
+use super::{
+    Attrs, Inbox, Qp, RecvSide, SendSide, AH_SIZE, INBOX, STATE_ERR, STATE_RESET, STATE_RTS,
+};
 use crate::bindings as b;
-use crate::cq::{Cqe, OxeCq};
+use crate::cq::OxeCq;
 use crate::device::{OxeDevice, OxeUcontext};
-use crate::irqlock::{new_irq_spinlock, IrqSpinLock};
+use crate::fifo::Fifo;
+use crate::irqlock::new_irq_spinlock;
+use crate::net::Path;
 use crate::params;
 use crate::pd;
 use crate::queue::{self, Queue, SharedBuf};
 use crate::wqe::{self, Sge};
-
-pub(crate) const STATE_RESET: u32 = b::ib_qp_state_IB_QPS_RESET;
-pub(crate) const STATE_RTR: u32 = b::ib_qp_state_IB_QPS_RTR;
-pub(crate) const STATE_RTS: u32 = b::ib_qp_state_IB_QPS_RTS;
-pub(crate) const STATE_SQD: u32 = b::ib_qp_state_IB_QPS_SQD;
-pub(crate) const STATE_SQE: u32 = b::ib_qp_state_IB_QPS_SQE;
-pub(crate) const STATE_ERR: u32 = b::ib_qp_state_IB_QPS_ERR;
-
-/// Negotiated attributes, copied out as a snapshot by the transport.
-#[derive(Clone, Copy)]
-pub(crate) struct Attrs {
-    pub(crate) state: u32,
-    pub(crate) path_mtu: u32,
-    pub(crate) mtu_enum: u32,
-    pub(crate) dest_qpn: u32,
-    pub(crate) access: u32,
-    pub(crate) max_rd_atomic: u8,
-    pub(crate) max_dest_rd_atomic: u8,
-    pub(crate) min_rnr_timer: u8,
-    pub(crate) timeout: u8,
-    pub(crate) retry_cnt: u8,
-    pub(crate) rnr_retry: u8,
-    pub(crate) sq_psn: u32,
-    pub(crate) rq_psn: u32,
-    pub(crate) pkey_index: u16,
-    pub(crate) port: u8,
-    pub(crate) qkey: u32,
-    /// The address vector, kept as bytes (bindgen's type is not `Copy`).
-    pub(crate) ah: [u8; AH_SIZE],
-}
-
-const AH_SIZE: usize = size_of::<b::rdma_ah_attr>();
-
-/// The send side: the SQ ring and the requester's state.
-pub(crate) struct SendSide {
-    pub(crate) queue: Queue,
-    /// Next PSN to send.
-    pub(crate) psn: u32,
-    /// Scratch: a private copy of the WQE being executed.
-    pub(crate) wqe: KVec<u8>,
-    /// Scratch: one packet's payload.
-    pub(crate) payload: KVec<u8>,
-    /// RNR NAKs met by the current WQE.
-    pub(crate) rnr_tries: u8,
-    /// The QP whose receive completion waits for this WQE's completion.
-    pub(crate) notify: Option<Arc<Qp>>,
-}
-
-/// The receive side: the RQ ring and the responder's state.
-pub(crate) struct RecvSide {
-    pub(crate) queue: Queue,
-    /// Next PSN expected.
-    pub(crate) epsn: u32,
-    pub(crate) wqe: KVec<u8>,
-    /// A multi-packet SEND or WRITE in progress.
-    pub(crate) progress: Option<crate::resp::Progress>,
-    /// Scratch for READ responses.
-    pub(crate) payload: KVec<u8>,
-    /// A receive completion held back until the sender has completed its
-    /// WQE (see `resp::post_deferred`).
-    pub(crate) deferred: Option<(Cqe, bool)>,
-}
-
-#[pin_data]
-pub(crate) struct Qp {
-    pub(crate) qpn: u32,
-    pub(crate) ib: *mut b::ib_qp,
-    pub(crate) dev: *const OxeDevice,
-    pub(crate) pd: PdId,
-    pub(crate) scq: *const OxeCq,
-    pub(crate) rcq: *const OxeCq,
-    pub(crate) sq_sig_all: bool,
-    /// A user QP: its WQEs come from user memory, and may not use the
-    /// kernel-only opcodes (REG_MR).
-    pub(crate) user: bool,
-    pub(crate) max_send_sge: u32,
-    pub(crate) max_inline: u32,
-    pub(crate) max_recv_sge: u32,
-    #[pin]
-    pub(crate) attr: IrqSpinLock<Attrs>,
-    #[pin]
-    pub(crate) sq: Mutex<SendSide>,
-    #[pin]
-    pub(crate) rq: Mutex<RecvSide>,
-    /// Kernel QPs: the producer ends of the SQ and RQ, which kernel clients
-    /// post to from any context (the rings' consumer, under `sq` and `rq`,
-    /// may sleep). None for user QPs, which write their rings themselves.
-    #[pin]
-    ksq: IrqSpinLock<Option<Queue>>,
-    #[pin]
-    krq: IrqSpinLock<Option<Queue>>,
-    #[pin]
-    work: Work<Qp>,
-    /// Set by destroy, before it takes the SQ and RQ locks: no more work is
-    /// queued, and nothing posts to the CQs (checked under those locks).
-    pub(crate) dead: Atomic<i32>,
-}
-
-// The raw pointers name objects the core keeps alive while the QP exists
-// (the device) or until destroy_qp returns (the CQs; see `teardown`).
-// SAFETY: all mutable state is behind locks.
-unsafe impl Send for Qp {}
-// SAFETY: as above.
-unsafe impl Sync for Qp {}
-
-kernel::impl_has_work! {
-    impl HasWork<Self> for Qp { self.work }
-}
-
-impl WorkItem for Qp {
-    type Pointer = Arc<Qp>;
-
-    fn run(qp: Arc<Qp>) {
-        crate::req::run(&qp);
-    }
-}
-
-impl Qp {
-    pub(crate) fn attrs(&self) -> Attrs {
-        *self.attr.lock()
-    }
-
-    pub(crate) fn dev(&self) -> &OxeDevice {
-        // SAFETY: the device outlives its QPs.
-        unsafe { &*self.dev }
-    }
-
-    /// The send CQ. Only for the verbs, which the core never runs alongside
-    /// destroy, and for the transport holding the SQ or RQ lock with the QP
-    /// seen alive under it: destroy takes both after marking it dead, and
-    /// the core frees the CQs only after destroy.
-    pub(crate) fn scq(&self) -> &OxeCq {
-        // SAFETY: the QP is not destroyed yet, per the above.
-        unsafe { &*self.scq }
-    }
-
-    /// The receive CQ, as for [`Qp::scq`].
-    pub(crate) fn rcq(&self) -> &OxeCq {
-        // SAFETY: as for `scq`.
-        unsafe { &*self.rcq }
-    }
-
-    pub(crate) fn is_dead(&self) -> bool {
-        self.dead.load(ordering::Acquire) != 0
-    }
-
-    /// Runs the requester soon.
-    pub(crate) fn schedule(self: &Arc<Self>) {
-        if !self.is_dead() {
-            // SAFETY: system_dfl_wq (the unbound system workqueue) lives as long as the kernel.
-            let wq = unsafe { workqueue::Queue::from_raw(b::system_dfl_wq) };
-            let _ = wq.enqueue(self.clone());
-        }
-    }
-
-    /// Moves the QP to ERR. Every way into ERR comes here (modify_qp, and
-    /// the errors of the requester, completer and responder), with the RQ
-    /// lock held: the posted receives are flushed and the message in
-    /// progress is dropped with its MR references, which `dereg_mr` would
-    /// otherwise wait for as long as the QP lives. The state changes under
-    /// the RQ lock, which `receive` checks it under, so no packet starts a
-    /// new message afterwards. The SQ is flushed by the requester, which
-    /// does so whenever it runs in ERR.
-    pub(crate) fn set_error(&self, rq: &mut RecvSide) {
-        self.attr.lock().state = STATE_ERR;
-        self.flush_rq(rq);
-    }
-
-    pub(crate) fn cqe(&self, wr_id: u64, status: u32, opcode: u32, byte_len: u32) -> Cqe {
-        Cqe {
-            wr_id,
-            status,
-            opcode,
-            byte_len,
-            ex: 0,
-            wc_flags: 0,
-            qp: self.ib,
-            qp_num: self.qpn,
-            src_qp: 0,
-        }
-    }
-
-    /// Completes every posted receive with WR_FLUSH_ERR, after a receive
-    /// completion still held back, so that completions stay in RQ order.
-    /// One pass over at most the ring's capacity: user space may keep
-    /// posting meanwhile, and what it posts after the flush began is not the
-    /// flush's business.
-    fn flush_rq(&self, rq: &mut RecvSide) {
-        if let Some((cqe, solicited)) = rq.deferred.take() {
-            let _ = self.rcq().post(&cqe, solicited);
-        }
-        for _ in 0..rq.queue.capacity() {
-            if !rq.queue.peek_into(&mut rq.wqe) {
-                break;
-            }
-            let w = wqe::RecvWqe::parse(&rq.wqe).unwrap_or_default();
-            let cqe = self.cqe(
-                w.wr_id,
-                b::ib_wc_status_IB_WC_WR_FLUSH_ERR,
-                b::ib_wc_opcode_IB_WC_RECV,
-                0,
-            );
-            if self.rcq().post(&cqe, false).is_err() {
-                break;
-            }
-            rq.queue.advance_consumer();
-        }
-        rq.progress = None;
-    }
-
-    /// Completes the posted sends with WR_FLUSH_ERR: one pass over at most
-    /// the ring's capacity, since user space may keep posting meanwhile.
-    /// True if that pass ended with WQEs left, which the caller has the
-    /// requester flush on its next run (as rxe requeues its task).
-    pub(crate) fn flush_sq(&self, sq: &mut SendSide) -> bool {
-        for _ in 0..sq.queue.capacity() {
-            if !sq.queue.peek_into(&mut sq.wqe) {
-                return false;
-            }
-            let w = wqe::SendWqe::parse(&sq.wqe).unwrap_or_default();
-            let cqe = self.cqe(
-                w.wr_id,
-                b::ib_wc_status_IB_WC_WR_FLUSH_ERR,
-                crate::req::wc_opcode(w.opcode),
-                0,
-            );
-            if self.scq().post(&cqe, false).is_err() {
-                // The CQ is in error: nothing more can be completed.
-                return false;
-            }
-            sq.queue.advance_consumer();
-        }
-        !sq.queue.is_empty()
-    }
-}
-
-/// QPN -> QP, for delivering packets. QPNs start at 16, as rxe's.
-#[pin_data]
-pub(crate) struct QpTable {
-    #[pin]
-    xa: XArray<Arc<Qp>>,
-    #[pin]
-    next: Mutex<u32>,
-}
-
-impl QpTable {
-    pub(crate) fn new() -> impl PinInit<Self, Error> {
-        try_pin_init!(QpTable {
-            xa <- XArray::new(AllocKind::Alloc),
-            next <- kernel::new_mutex!(params::MIN_QP_INDEX),
-        }? Error)
-    }
-
-    /// Creates a QP under a free QPN and publishes it.
-    fn insert(&self, make: impl FnOnce(u32) -> Result<Arc<Qp>>) -> Result<Arc<Qp>> {
-        let mut next = self.next.lock();
-        let max = params::MIN_QP_INDEX + params::MAX_QP - 1;
-        for _ in 0..params::MAX_QP {
-            let qpn = *next;
-            *next = if qpn >= max {
-                params::MIN_QP_INDEX
-            } else {
-                qpn + 1
-            };
-            if self.xa.lock().get(qpn as usize).is_some() {
-                continue;
-            }
-            let qp = make(qpn)?;
-            self.xa.lock().store(qpn as usize, qp.clone(), GFP_KERNEL)?;
-            return Ok(qp);
-        }
-        Err(ENOSPC)
-    }
-
-    pub(crate) fn get(&self, qpn: u32) -> Option<Arc<Qp>> {
-        self.xa.lock().get(qpn as usize).map(Arc::from)
-    }
-
-    fn remove(&self, qpn: u32) {
-        drop(self.xa.lock().remove(qpn as usize));
-    }
-}
 
 #[repr(C)]
 pub(crate) struct OxeQp {
@@ -328,103 +49,6 @@ fn send_elem(max_sge: u32, max_inline: u32) -> usize {
 
 fn recv_elem(max_sge: u32) -> usize {
     wqe::RECV_WQE_SGE_OFFSET + max_sge as usize * wqe::SGE_SIZE
-}
-
-// The parsers and writers in common/wqe.rs have rxe's layout written out
-// (they also build on the host, without bindings). Every offset they use, and
-// the width they read or write there, is checked here against bindgen's
-// layout of rdma_user_rxe.h: the module does not build if one drifts.
-mod layout_check {
-    use core::mem::{offset_of, size_of};
-
-    use crate::bindings as b;
-    use crate::wqe::{self, layout as l};
-
-    type SendWqe = b::rxe_send_wqe;
-    type RecvWqe = b::rxe_recv_wqe;
-    type Dma = b::rxe_dma_info;
-    type Sge = b::rxe_sge;
-    // bindgen numbers the anonymous members; the fn pointers below pin each
-    // name to the member it stands for.
-    type WrUnion = b::rxe_send_wr__bindgen_ty_2;
-    type WrRdma = b::rxe_send_wr__bindgen_ty_2__bindgen_ty_2;
-    type WrAtomic = b::rxe_send_wr__bindgen_ty_2__bindgen_ty_3;
-    type WrReg = b::rxe_send_wr__bindgen_ty_2__bindgen_ty_6;
-    type DmaUnion = b::rxe_dma_info__bindgen_ty_1;
-    type DmaInline = b::rxe_dma_info__bindgen_ty_1__bindgen_ty_1;
-    type DmaSges = b::rxe_dma_info__bindgen_ty_1__bindgen_ty_3;
-
-    const _: fn(&WrUnion) -> &b::__BindgenUnionField<WrRdma> = |u| &u.rdma;
-    const _: fn(&WrUnion) -> &b::__BindgenUnionField<WrAtomic> = |u| &u.atomic;
-    const _: fn(&WrUnion) -> &b::__BindgenUnionField<WrReg> = |u| &u.reg;
-    const _: fn(&Dma) -> &DmaUnion = |d| &d.__bindgen_anon_1;
-    const _: fn(&DmaUnion) -> &b::__BindgenUnionField<DmaInline> = |u| &u.__bindgen_anon_1;
-    const _: fn(&DmaUnion) -> &b::__BindgenUnionField<DmaSges> = |u| &u.__bindgen_anon_3;
-    const _: fn(&DmaInline) -> &b::__IncompleteArrayField<u8> = |d| &d.inline_data;
-    const _: fn(&DmaSges) -> &b::__IncompleteArrayField<Sge> = |d| &d.sge;
-
-    /// The size of the field `f` selects (`f` is never called).
-    const fn width<T, F>(_f: fn(&T) -> &F) -> usize {
-        size_of::<F>()
-    }
-
-    /// The parser's offset `$off` is field `$f` of `$t`, whose own offset
-    /// in the WQE is `$base`, and the field is `$w` bytes wide.
-    macro_rules! field {
-        ($off:expr, $base:expr, $t:ty, $($f:ident).+, $w:expr) => {
-            assert!($off == $base + offset_of!($t, $($f).+));
-            assert!(width(|x: &$t| &x.$($f).+) == $w);
-        };
-    }
-
-    // Where the members of the `wr` union and of `dma` sit in the WQEs.
-    const WR: usize = offset_of!(SendWqe, wr.wr);
-    const RDMA: usize = WR + offset_of!(WrUnion, rdma);
-    const ATOMIC: usize = WR + offset_of!(WrUnion, atomic);
-    const REG: usize = WR + offset_of!(WrUnion, reg);
-    const SEND_DMA: usize = offset_of!(SendWqe, dma);
-    const RECV_DMA: usize = offset_of!(RecvWqe, dma);
-    const DMA_UNION: usize = offset_of!(Dma, __bindgen_anon_1);
-    const DMA_INLINE: usize = DMA_UNION + offset_of!(DmaUnion, __bindgen_anon_1);
-    const DMA_SGES: usize = DMA_UNION + offset_of!(DmaUnion, __bindgen_anon_3);
-
-    const _: () = {
-        // struct rxe_send_wqe and its struct rxe_send_wr.
-        field!(l::WR_ID, 0, SendWqe, wr.wr_id, 8);
-        field!(l::OPCODE, 0, SendWqe, wr.opcode, 4);
-        field!(l::SEND_FLAGS, 0, SendWqe, wr.send_flags, 4);
-        field!(l::EX, 0, SendWqe, wr.ex, 4);
-        assert!(l::WR == WR);
-        field!(l::RDMA_REMOTE_ADDR, RDMA, WrRdma, remote_addr, 8);
-        field!(l::RDMA_RKEY, RDMA, WrRdma, rkey, 4);
-        field!(l::ATOMIC_REMOTE_ADDR, ATOMIC, WrAtomic, remote_addr, 8);
-        field!(l::ATOMIC_COMPARE_ADD, ATOMIC, WrAtomic, compare_add, 8);
-        field!(l::ATOMIC_SWAP, ATOMIC, WrAtomic, swap, 8);
-        field!(l::ATOMIC_RKEY, ATOMIC, WrAtomic, rkey, 4);
-        field!(l::REG_MR, REG, WrReg, __bindgen_anon_1, 8);
-        field!(l::REG_KEY, REG, WrReg, key, 4);
-        field!(l::REG_ACCESS, REG, WrReg, access, 4);
-        assert!(l::SEND_DMA == SEND_DMA);
-        // struct rxe_recv_wqe.
-        field!(l::RECV_WR_ID, 0, RecvWqe, wr_id, 8);
-        assert!(l::RECV_DMA == RECV_DMA);
-        // struct rxe_dma_info, in both.
-        field!(l::DMA_LENGTH, 0, Dma, length, 4);
-        field!(l::DMA_RESID, 0, Dma, resid, 4);
-        field!(l::DMA_NUM_SGE, 0, Dma, num_sge, 4);
-        field!(l::DMA_SGE, DMA_SGES, DmaSges, sge, 0);
-        field!(l::DMA_SGE, DMA_INLINE, DmaInline, inline_data, 0);
-        // The SGE arrays (or inline data) end the fixed parts.
-        assert!(wqe::SEND_WQE_SGE_OFFSET == SEND_DMA + DMA_SGES);
-        assert!(wqe::SEND_WQE_SGE_OFFSET == size_of::<SendWqe>());
-        assert!(wqe::RECV_WQE_SGE_OFFSET == RECV_DMA + DMA_SGES);
-        assert!(wqe::RECV_WQE_SGE_OFFSET == size_of::<RecvWqe>());
-        // struct rxe_sge.
-        field!(l::SGE_ADDR, 0, Sge, addr, 8);
-        field!(l::SGE_LENGTH, 0, Sge, length, 4);
-        field!(l::SGE_LKEY, 0, Sge, lkey, 4);
-        assert!(wqe::SGE_SIZE == size_of::<Sge>());
-    };
 }
 
 /// # Safety
@@ -509,10 +133,12 @@ unsafe fn create(
     sq_wqe.resize(sq_elem, 0, GFP_KERNEL)?;
     let mut rq_wqe = KVec::new();
     rq_wqe.resize(rq_elem, 0, GFP_KERNEL)?;
-    let mut sq_payload = KVec::new();
-    sq_payload.resize(4096, 0, GFP_KERNEL)?;
-    let mut rq_payload = KVec::new();
-    rq_payload.resize(4096, 0, GFP_KERNEL)?;
+    // Each WQE in flight takes at least one PSN of the window.
+    let inflight = Fifo::new((sq.capacity().min(params::MAX_UNACKED_PSNS) + 1) as usize)?;
+    let inbox = Inbox {
+        requests: Fifo::new(INBOX)?,
+        responses: Fifo::new(INBOX)?,
+    };
 
     let max_send_sge = c.max_send_sge;
     let max_inline = c.max_inline_data;
@@ -550,6 +176,7 @@ unsafe fn create(
                 qpn,
                 ib,
                 dev: ptr::from_ref(dev),
+                path: Path::Loopback,
                 pd,
                 scq,
                 rcq,
@@ -562,22 +189,32 @@ unsafe fn create(
                 sq <- kernel::new_mutex!(SendSide {
                     queue: sq,
                     psn: 0,
+                    una: 0,
                     wqe: sq_wqe,
-                    payload: sq_payload,
+                    inflight,
+                    next: 0,
                     rnr_tries: 0,
-                    notify: None,
+                    retries: 0,
+                    rnr_wait: false,
+                    timer_una: None,
                 }),
                 rq <- kernel::new_mutex!(RecvSide {
                     queue: rq,
                     epsn: 0,
                     wqe: rq_wqe,
                     progress: None,
-                    payload: rq_payload,
-                    deferred: None,
+                    read: None,
+                    nak_sent: false,
+                    last_atomic: None,
+                    established: false,
                 }),
                 ksq <- new_irq_spinlock!(ksq),
                 krq <- new_irq_spinlock!(krq),
-                work <- kernel::new_work!("oxe_qp"),
+                inbox <- new_irq_spinlock!(inbox),
+                send_work <- kernel::new_work!("oxe_qp_send"),
+                recv_work <- kernel::new_work!("oxe_qp_recv"),
+                retry_timer <- kernel::new_delayed_work!("oxe_qp_retry"),
+                rnr_timer <- kernel::new_delayed_work!("oxe_qp_rnr"),
                 dead: Atomic::new(0),
             }? Error),
             GFP_KERNEL,
@@ -637,24 +274,36 @@ unsafe fn teardown(ib: *mut b::ib_qp, udata: *mut b::ib_udata) {
     if let Some(state) = qp.dev().state() {
         state.qps.remove(qp.qpn);
     }
-    // The requester may be running or queued: wait for it, so that it never
-    // touches the ib_qp or the CQs after they are gone. A run that began
-    // before the QP was marked dead may requeue itself (budget spent, RNR),
-    // after flush_work began: flush again until the work was idle. Runs that
-    // see the QP dead queue nothing, so this ends.
-    // SAFETY: the work item lives in `qp`, which we hold.
-    while unsafe { b::flush_work(Work::raw_get(ptr::addr_of!(qp.work))) } {}
-    // A peer may still hold the QP. Taking each lock after marking it dead
-    // waits out those that post to its CQs under it (a peer's `receive` and
-    // `post_deferred` under the RQ lock), and later holders see it dead: the
-    // core may free the CQs once this returns.
-    // Lock order: SQ before RQ, as the transport takes them.
+    // Its tasks and timers may be running or queued: wait for them, so that
+    // they never touch the ib_qp or the CQs after they are gone. A run that
+    // began before the QP was marked dead may requeue itself or arm a timer
+    // after the flush passed it: flush again until all were idle. Runs that
+    // see the QP dead queue nothing, so this ends. A timer is flushed by
+    // running it now (cancelling it would leak the reference it holds).
+    loop {
+        // SAFETY: the work items live in `qp`, which we hold; a delayed
+        // work's `work` is the first member of its `struct delayed_work`.
+        let busy = unsafe {
+            b::flush_delayed_work(DelayedWork::raw_as_work(&raw const qp.retry_timer).cast())
+                | b::flush_delayed_work(DelayedWork::raw_as_work(&raw const qp.rnr_timer).cast())
+                | b::flush_work(Work::raw_get(&raw const qp.send_work))
+                | b::flush_work(Work::raw_get(&raw const qp.recv_work))
+        };
+        if !busy {
+            break;
+        }
+    }
+    // Packets still queued, or delivered by a peer that looked the QP up
+    // before it was unpublished, go with the QP.
     let sq = qp.sq.lock().queue.buf().clone();
     let rq = qp.rq.lock().queue.buf().clone();
     // The rings themselves go with the last reference to the QP.
     // SAFETY: per the function's contract.
     unsafe { queue::withdraw(udata, &[&sq, &rq]) };
 }
+
+// `teardown` flushes a delayed work through the pointer to its `work`.
+const _: () = assert!(core::mem::offset_of!(b::delayed_work, work) == 0);
 
 /// # Safety
 ///
@@ -698,6 +347,12 @@ unsafe fn modify(
     kernel::error::to_result(unsafe { b::oxe_udata_in_empty(udata) })?;
     // SAFETY: live QP.
     let qp = unsafe { OxeQp::get(ib) }.ok_or(EINVAL)?;
+    // Validated and applied under the SQ and RQ locks, which every other
+    // transition (the QP's own failures, under the RQ lock) takes: a
+    // transition to ERR meanwhile is seen, not overwritten.
+    // Lock order: SQ, RQ, then the attribute spinlock.
+    let mut sq = qp.sq.lock();
+    let mut rq = qp.rq.lock();
     let cur = qp.attrs();
     let cur_state = if mask & b::ib_qp_attr_mask_IB_QP_CUR_STATE != 0 {
         a.cur_qp_state
@@ -733,9 +388,6 @@ unsafe fn modify(
         return Err(EINVAL);
     }
 
-    // Lock order: SQ, RQ, then the attribute spinlock.
-    let mut sq = qp.sq.lock();
-    let mut rq = qp.rq.lock();
     {
         let mut s = qp.attr.lock();
         if mask & b::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS != 0 {
@@ -783,6 +435,7 @@ unsafe fn modify(
         if mask & b::ib_qp_attr_mask_IB_QP_SQ_PSN != 0 {
             s.sq_psn = a.sq_psn & crate::packet::PSN_MASK;
             sq.psn = s.sq_psn;
+            sq.una = s.sq_psn;
         }
         if mask & b::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC != 0 {
             s.max_rd_atomic = a.max_rd_atomic;
@@ -797,20 +450,13 @@ unsafe fn modify(
     }
     match new_state {
         STATE_ERR => {
-            let more = qp.flush_sq(&mut sq);
+            qp.flush_sq(&mut sq);
+            // Also schedules the send task, which flushes what is left.
             qp.set_error(&mut rq);
-            if more {
-                // The requester, running in ERR, flushes the rest.
-                qp.schedule();
-            }
         }
-        STATE_RESET => {
-            // Back to a clean slate: drop what was posted, like rxe. One
-            // step each, however fast user space keeps posting.
-            sq.queue.discard_posted();
-            rq.queue.discard_posted();
-            rq.progress = None;
-        }
+        STATE_RESET => qp.reset(&mut sq, &mut rq),
+        // WQEs posted while the QP drained (SQD) go out now.
+        STATE_RTS => qp.schedule(),
         _ => {}
     }
     Ok(())

@@ -1,0 +1,319 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The completer. The send task runs it before the requester: it takes the
+//! responses queued for the QP (ACKs and NAKs, READ responses, atomic
+//! ACKs), places READ data and atomic results in the local SGEs, and retires
+//! the WQEs in flight in order, posting their completions. An RNR NAK arms
+//! the RNR timer, a sequence NAK or a retransmit timeout sends again from
+//! the oldest unacknowledged PSN (go-back-N), and an error NAK or exhausted
+//! retries complete the WQE in error and move the QP to ERR.
+
+use kernel::sync::Arc;
+
+use crate::bindings as b;
+use crate::net::Packet;
+use crate::packet::{self, op, Nak, Syndrome};
+use crate::params;
+use crate::qp::{Attrs, Qp, SendSide, STATE_ERR};
+use crate::req::{wc_opcode, Op};
+use crate::wqe::{flags, SendWqe};
+
+fn nak_status(nak: Nak) -> u32 {
+    match nak {
+        Nak::RemoteAccess => b::ib_wc_status_IB_WC_REM_ACCESS_ERR,
+        Nak::InvalidRequest => b::ib_wc_status_IB_WC_REM_INV_REQ_ERR,
+        Nak::RemoteOperational => b::ib_wc_status_IB_WC_REM_OP_ERR,
+        Nak::Rnr => b::ib_wc_status_IB_WC_RNR_RETRY_EXC_ERR,
+        Nak::Sequence => b::ib_wc_status_IB_WC_RETRY_EXC_ERR,
+    }
+}
+
+/// Handles the queued responses, within the budget; then retires a head
+/// that failed before it was sent.
+pub(crate) fn drain(qp: &Arc<Qp>, sq: &mut SendSide, budget: &mut u32) {
+    while *budget > 0 {
+        let Some(pkt) = qp.next_response() else {
+            break;
+        };
+        *budget -= 1;
+        if qp.attrs().state == STATE_ERR {
+            continue;
+        }
+        response(qp, sq, &pkt);
+    }
+    settle(qp, sq);
+}
+
+/// Retires the head WQEs whose outcome is known without a response: those
+/// that failed before a packet went out.
+pub(crate) fn settle(qp: &Arc<Qp>, sq: &mut SendSide) {
+    while let Some(Op::Failed(status)) = sq.inflight.front().map(|p| &p.op) {
+        let status = *status;
+        fail(qp, sq, status);
+    }
+}
+
+fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet) {
+    let h = &pkt.hdr;
+    // Anything at or before `una - 1` was dealt with already.
+    match h.opcode {
+        op::ACKNOWLEDGE => match h.aeth {
+            Some(Syndrome::Ack) => ack_through(qp, sq, h.psn),
+            Some(Syndrome::Rnr(code)) => {
+                ack_through(qp, sq, packet::psn_add(h.psn, packet::PSN_MASK));
+                if h.psn == sq.una {
+                    rnr(qp, sq, code);
+                }
+            }
+            Some(Syndrome::Nak(Nak::Sequence)) => {
+                ack_through(qp, sq, packet::psn_add(h.psn, packet::PSN_MASK));
+                // The responder expects `psn`: send again from there, unless
+                // an RNR wait will do so.
+                if h.psn == sq.una && !sq.rnr_wait {
+                    rewind(sq);
+                }
+            }
+            Some(Syndrome::Nak(nak)) => {
+                ack_through(qp, sq, packet::psn_add(h.psn, packet::PSN_MASK));
+                if h.psn == sq.una && head_holds(sq, h.psn) {
+                    fail(qp, sq, nak_status(nak));
+                }
+            }
+            None => {}
+        },
+        op::READ_RESPONSE_FIRST
+        | op::READ_RESPONSE_MIDDLE
+        | op::READ_RESPONSE_LAST
+        | op::READ_RESPONSE_ONLY => {
+            ack_through(qp, sq, packet::psn_add(h.psn, packet::PSN_MASK));
+            read_response(qp, sq, pkt);
+        }
+        op::ATOMIC_ACKNOWLEDGE => {
+            ack_through(qp, sq, packet::psn_add(h.psn, packet::PSN_MASK));
+            let Some(p) = sq.inflight.front() else {
+                return;
+            };
+            if !matches!(p.op, Op::Atomic(_)) || p.first_psn != h.psn || p.sent == 0 {
+                return;
+            }
+            let ok = match &p.op {
+                Op::Atomic(sgl) => sgl
+                    .first()
+                    .is_some_and(|(mr, addr, _)| mr.write(addr, &h.atomic_ack.to_ne_bytes())),
+                _ => false,
+            };
+            advance_una(sq, packet::psn_add(h.psn, 1));
+            if ok {
+                retire(qp, sq, b::ib_wc_status_IB_WC_SUCCESS);
+            } else {
+                fail(qp, sq, b::ib_wc_status_IB_WC_LOC_PROT_ERR);
+            }
+        }
+        _ => {}
+    }
+}
+
+fn head_holds(sq: &SendSide, psn: u32) -> bool {
+    sq.inflight
+        .front()
+        .is_some_and(|p| packet::psn_in(psn, p.first_psn, p.npkts.max(1)))
+}
+
+/// Progress: the oldest unacknowledged PSN moves to `una`.
+fn advance_una(sq: &mut SendSide, una: u32) {
+    if packet::psn_diff(una, sq.una) > 0 {
+        sq.una = una;
+        sq.retries = 0;
+        sq.rnr_tries = 0;
+    }
+}
+
+/// Everything up to and including `psn` arrived: the SEND and WRITE WQEs it
+/// covers complete.
+fn ack_through(qp: &Arc<Qp>, sq: &mut SendSide, psn: u32) {
+    // Only PSNs that were sent can be acknowledged (a stale or forged ACK
+    // beyond them means nothing).
+    let limit = sent_limit(sq);
+    if packet::psn_diff(psn, limit) >= 0 {
+        return;
+    }
+    advance_una(sq, packet::psn_add(psn, 1));
+    while let Some(p) = sq.inflight.front() {
+        if !p.acked_by_ack() || p.sent < p.npkts || packet::psn_diff(psn, p.last_psn()) < 0 {
+            break;
+        }
+        retire(qp, sq, b::ib_wc_status_IB_WC_SUCCESS);
+    }
+    settle(qp, sq);
+}
+
+/// One past the highest PSN sent.
+fn sent_limit(sq: &SendSide) -> u32 {
+    let mut limit = sq.una;
+    for i in 0..sq.inflight.len() {
+        if let Some(p) = sq.inflight.get(i) {
+            if p.sent > 0 {
+                limit = packet::psn_add(p.first_psn, p.sent);
+            }
+        }
+    }
+    limit
+}
+
+fn read_response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet) {
+    let h = &pkt.hdr;
+    let Some(p) = sq.inflight.front_mut() else {
+        return;
+    };
+    let Op::Read(sgl) = &p.op else {
+        return;
+    };
+    // In order only: a gap is recovered by going back.
+    if p.done >= p.sent || h.psn != packet::psn_add(p.first_psn, p.done) {
+        return;
+    }
+    let off = u64::from(p.done) * u64::from(p.mtu);
+    let want = (p.total - off.min(p.total)).min(u64::from(p.mtu));
+    if pkt.payload.len() as u64 != want || !sgl.scatter(off, &pkt.payload) {
+        fail(qp, sq, b::ib_wc_status_IB_WC_LOC_PROT_ERR);
+        return;
+    }
+    p.done += 1;
+    let finished = p.done >= p.npkts;
+    advance_una(sq, packet::psn_add(h.psn, 1));
+    if finished {
+        retire(qp, sq, b::ib_wc_status_IB_WC_SUCCESS);
+    }
+}
+
+/// Completes the head WQE: its slot goes back to the user first, then the
+/// CQE is posted if the WQE asked for one (errors always do).
+fn retire(qp: &Arc<Qp>, sq: &mut SendSide, status: u32) {
+    let Some(p) = sq.inflight.pop() else {
+        return;
+    };
+    sq.next = sq.next.saturating_sub(1);
+    complete_now(qp, sq, &p.w, status);
+}
+
+/// Completes the head WQE in error; the QP goes to ERR, and the send task
+/// flushes the rest.
+fn fail(qp: &Arc<Qp>, sq: &mut SendSide, status: u32) {
+    let Some(p) = sq.inflight.pop() else {
+        return;
+    };
+    sq.next = sq.next.saturating_sub(1);
+    complete_now(qp, sq, &p.w, status);
+    drop(p);
+    if status == b::ib_wc_status_IB_WC_SUCCESS {
+        return;
+    }
+    // Lock order: the caller holds the SQ.
+    qp.set_error(&mut qp.rq.lock());
+}
+
+/// Frees the ring slot of the oldest WQE and posts its completion: `w` is
+/// that WQE (retired from flight, or a local operation taken and done at
+/// once).
+pub(crate) fn complete_now(qp: &Arc<Qp>, sq: &mut SendSide, w: &SendWqe, status: u32) {
+    let ok = status == b::ib_wc_status_IB_WC_SUCCESS;
+    // Free the slot before the CQE is visible: a user with a one-deep SQ
+    // posts again as soon as it polls the completion.
+    sq.queue.advance_consumer();
+    let mut failed = !ok;
+    if !ok || qp.sq_sig_all || w.send_flags & flags::SIGNALED != 0 {
+        let cqe = qp.cqe(w.wr_id, status, wc_opcode(w.opcode), w.length);
+        failed |= qp.scq().post(&cqe, false).is_err();
+    }
+    if failed {
+        // Error completions (and a full CQ) move the QP to ERR; the send
+        // task then flushes the SQ. Lock order: the caller holds the SQ.
+        qp.set_error(&mut qp.rq.lock());
+    }
+}
+
+/// Sends again from the oldest unacknowledged PSN: the WQE holding it
+/// restarts there, those after it from their start.
+fn rewind(sq: &mut SendSide) {
+    let una = sq.una;
+    let mut found = None;
+    for i in 0..sq.inflight.len() {
+        let Some(p) = sq.inflight.get_mut(i) else {
+            break;
+        };
+        if found.is_none() && packet::psn_in(una, p.first_psn, p.npkts) {
+            let from = packet::psn_diff(una, p.first_psn) as u32;
+            p.sent = p.sent.min(from);
+            p.done = p.done.min(from);
+            found = Some(i);
+        } else if found.is_some() && !matches!(p.op, Op::Failed(_)) {
+            p.sent = 0;
+            p.done = 0;
+        }
+    }
+    if let Some(i) = found {
+        sq.next = sq.next.min(i);
+    }
+}
+
+fn rnr(qp: &Arc<Qp>, sq: &mut SendSide, code: u8) {
+    let attrs = qp.attrs();
+    sq.rnr_tries = sq.rnr_tries.saturating_add(1);
+    // rnr_retry 7 means forever.
+    if attrs.rnr_retry != 7 && sq.rnr_tries > attrs.rnr_retry {
+        fail(qp, sq, b::ib_wc_status_IB_WC_RNR_RETRY_EXC_ERR);
+        return;
+    }
+    rewind(sq);
+    sq.rnr_wait = true;
+    qp.arm_rnr(params::rnr_timer_ns(code));
+}
+
+/// The RNR timer: the receiver had time to post buffers; send again.
+pub(crate) fn rnr_timer(qp: &Arc<Qp>) {
+    let mut sq = qp.sq.lock();
+    if qp.is_dead() {
+        return;
+    }
+    sq.rnr_wait = false;
+    drop(sq);
+    qp.schedule();
+}
+
+/// Arms the retransmit timer while packets are unacknowledged.
+pub(crate) fn arm_retry(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) {
+    if sq.timer_una.is_some() || sq.rnr_wait {
+        return;
+    }
+    let outstanding = sq.inflight.front().is_some_and(|p| p.sent > 0);
+    if let (true, Some(ns)) = (outstanding, params::ack_timeout_ns(attrs.timeout)) {
+        sq.timer_una = Some(sq.una);
+        qp.arm_retry(ns);
+    }
+}
+
+/// The retransmit timer: no progress since it was armed means the packets
+/// from `una` on (or their answers) were lost; send them again, up to
+/// `retry_cnt` times.
+pub(crate) fn retry_timer(qp: &Arc<Qp>) {
+    let mut sq = qp.sq.lock();
+    if qp.is_dead() {
+        return;
+    }
+    let armed = sq.timer_una.take();
+    let attrs = qp.attrs();
+    let outstanding = sq.inflight.front().is_some_and(|p| p.sent > 0);
+    if attrs.state == STATE_ERR || !outstanding || sq.rnr_wait {
+        return;
+    }
+    if armed == Some(sq.una) {
+        sq.retries = sq.retries.saturating_add(1);
+        if sq.retries > attrs.retry_cnt {
+            fail(qp, &mut sq, b::ib_wc_status_IB_WC_RETRY_EXC_ERR);
+            return;
+        }
+        rewind(&mut sq);
+    }
+    drop(sq);
+    qp.schedule();
+}

@@ -1,0 +1,478 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RC queue pairs. A QP has three work items on oxe's workqueue, as rdma_rxe
+//! has tasks: the send task runs the completer (responses in) and then the
+//! requester (WQEs out), the receive task runs the responder (requests in,
+//! responses out), and two timers (retransmit, RNR) that kick the send task.
+//! Packets reach a QP through its inbox, from the packet path (`net`).
+//!
+//! `verbs` holds the verbs (create, modify, query, destroy, posting),
+//! `layout` the compile-time checks of rxe's WQE layout.
+
+mod layout;
+mod verbs;
+
+use core::mem::size_of;
+
+use kernel::prelude::*;
+use kernel::sync::atomic::{ordering, Atomic};
+use kernel::sync::{Arc, Mutex};
+use kernel::workqueue::{DelayedWork, Work, WorkItem};
+use kernel::xarray::{AllocKind, XArray};
+
+use crate::access::PdId;
+use crate::bindings as b;
+use crate::cq::{Cqe, OxeCq};
+use crate::device::OxeDevice;
+use crate::fifo::Fifo;
+use crate::irqlock::IrqSpinLock;
+use crate::net::{Packet, Path};
+use crate::params;
+use crate::queue::Queue;
+use crate::wqe;
+
+pub(crate) use verbs::{create_qp, destroy_qp, modify_qp, post_recv, post_send, query_qp, OxeQp};
+
+pub(crate) const STATE_RESET: u32 = b::ib_qp_state_IB_QPS_RESET;
+pub(crate) const STATE_RTR: u32 = b::ib_qp_state_IB_QPS_RTR;
+pub(crate) const STATE_RTS: u32 = b::ib_qp_state_IB_QPS_RTS;
+pub(crate) const STATE_SQD: u32 = b::ib_qp_state_IB_QPS_SQD;
+pub(crate) const STATE_SQE: u32 = b::ib_qp_state_IB_QPS_SQE;
+pub(crate) const STATE_ERR: u32 = b::ib_qp_state_IB_QPS_ERR;
+
+/// Negotiated attributes, copied out as a snapshot by the transport.
+#[derive(Clone, Copy)]
+pub(crate) struct Attrs {
+    pub(crate) state: u32,
+    pub(crate) path_mtu: u32,
+    pub(crate) mtu_enum: u32,
+    pub(crate) dest_qpn: u32,
+    pub(crate) access: u32,
+    pub(crate) max_rd_atomic: u8,
+    pub(crate) max_dest_rd_atomic: u8,
+    pub(crate) min_rnr_timer: u8,
+    pub(crate) timeout: u8,
+    pub(crate) retry_cnt: u8,
+    pub(crate) rnr_retry: u8,
+    pub(crate) sq_psn: u32,
+    pub(crate) rq_psn: u32,
+    pub(crate) pkey_index: u16,
+    pub(crate) port: u8,
+    pub(crate) qkey: u32,
+    /// The address vector, kept as bytes (bindgen's type is not `Copy`).
+    pub(crate) ah: [u8; AH_SIZE],
+}
+
+pub(crate) const AH_SIZE: usize = size_of::<b::rdma_ah_attr>();
+
+/// The send side: the SQ ring, the requester's and the completer's state.
+pub(crate) struct SendSide {
+    pub(crate) queue: Queue,
+    /// The PSN the next WQE taken from the ring starts at.
+    pub(crate) psn: u32,
+    /// The oldest PSN not acknowledged.
+    pub(crate) una: u32,
+    /// Scratch: a private copy of the WQE being taken.
+    pub(crate) wqe: KVec<u8>,
+    /// WQEs taken from the ring and not completed, in ring order: entry `i`
+    /// is the ring's slot `consumer + i`, which stays the user's until the
+    /// WQE completes.
+    pub(crate) inflight: Fifo<crate::req::Pending>,
+    /// The first entry of `inflight` with packets left to send.
+    pub(crate) next: usize,
+    /// RNR NAKs and timeouts met since the last progress.
+    pub(crate) rnr_tries: u8,
+    pub(crate) retries: u8,
+    /// An RNR NAK came: nothing is sent until the RNR timer fires.
+    pub(crate) rnr_wait: bool,
+    /// `una` when the retransmit timer was armed; `None` when not armed.
+    pub(crate) timer_una: Option<u32>,
+}
+
+/// The receive side: the RQ ring and the responder's state.
+pub(crate) struct RecvSide {
+    pub(crate) queue: Queue,
+    /// Next PSN expected.
+    pub(crate) epsn: u32,
+    pub(crate) wqe: KVec<u8>,
+    /// A multi-packet SEND or WRITE in progress.
+    pub(crate) progress: Option<crate::resp::Progress>,
+    /// A READ being answered, a budget's worth of packets per run.
+    pub(crate) read: Option<crate::resp::ReadServe>,
+    /// A NAK (sequence or RNR) went out for `epsn`: later packets are not
+    /// NAKed again until the requester goes back to it.
+    pub(crate) nak_sent: bool,
+    /// The last atomic executed (PSN, original value), replayed when the
+    /// requester retransmits it.
+    pub(crate) last_atomic: Option<(u32, u64)>,
+    /// The first packet arrived (IB_EVENT_COMM_EST raised in RTR).
+    pub(crate) established: bool,
+}
+
+/// Packets waiting for the QP's tasks. Pushed from any context, so it is an
+/// IRQ-safe spinlock and never allocates.
+pub(crate) struct Inbox {
+    /// For the responder.
+    pub(crate) requests: Fifo<Packet>,
+    /// For the completer.
+    pub(crate) responses: Fifo<Packet>,
+}
+
+/// Room for twice the window: a full window plus its retransmission.
+const INBOX: usize = 2 * params::MAX_UNACKED_PSNS as usize;
+
+#[pin_data]
+pub(crate) struct Qp {
+    pub(crate) qpn: u32,
+    pub(crate) ib: *mut b::ib_qp,
+    pub(crate) dev: *const OxeDevice,
+    pub(crate) path: Path,
+    pub(crate) pd: PdId,
+    pub(crate) scq: *const OxeCq,
+    pub(crate) rcq: *const OxeCq,
+    pub(crate) sq_sig_all: bool,
+    /// A user QP: its WQEs come from user memory, and may not use the
+    /// kernel-only opcodes (REG_MR).
+    pub(crate) user: bool,
+    pub(crate) max_send_sge: u32,
+    pub(crate) max_inline: u32,
+    pub(crate) max_recv_sge: u32,
+    #[pin]
+    pub(crate) attr: IrqSpinLock<Attrs>,
+    #[pin]
+    pub(crate) sq: Mutex<SendSide>,
+    #[pin]
+    pub(crate) rq: Mutex<RecvSide>,
+    /// Kernel QPs: the producer ends of the SQ and RQ, which kernel clients
+    /// post to from any context (the rings' consumer, under `sq` and `rq`,
+    /// may sleep). None for user QPs, which write their rings themselves.
+    #[pin]
+    ksq: IrqSpinLock<Option<Queue>>,
+    #[pin]
+    krq: IrqSpinLock<Option<Queue>>,
+    #[pin]
+    pub(crate) inbox: IrqSpinLock<Inbox>,
+    #[pin]
+    send_work: Work<Qp, SEND>,
+    #[pin]
+    recv_work: Work<Qp, RECV>,
+    #[pin]
+    retry_timer: DelayedWork<Qp, RETRY>,
+    #[pin]
+    rnr_timer: DelayedWork<Qp, RNR>,
+    /// Set by destroy before it flushes the work: no more work is queued,
+    /// and nothing posts to the CQs (checked under the SQ and RQ locks).
+    pub(crate) dead: Atomic<i32>,
+}
+
+const SEND: u64 = 0;
+const RECV: u64 = 1;
+const RETRY: u64 = 2;
+const RNR: u64 = 3;
+
+// The raw pointers name objects the core keeps alive while the QP exists
+// (the device) or until destroy_qp returns (the CQs; see `verbs::teardown`).
+// SAFETY: all mutable state is behind locks.
+unsafe impl Send for Qp {}
+// SAFETY: as above.
+unsafe impl Sync for Qp {}
+
+kernel::impl_has_work! {
+    impl HasWork<Self, SEND> for Qp { self.send_work }
+    impl HasWork<Self, RECV> for Qp { self.recv_work }
+}
+kernel::impl_has_delayed_work! {
+    impl HasDelayedWork<Self, RETRY> for Qp { self.retry_timer }
+    impl HasDelayedWork<Self, RNR> for Qp { self.rnr_timer }
+}
+
+impl WorkItem<SEND> for Qp {
+    type Pointer = Arc<Qp>;
+
+    fn run(qp: Arc<Qp>) {
+        crate::req::run(&qp);
+    }
+}
+
+impl WorkItem<RECV> for Qp {
+    type Pointer = Arc<Qp>;
+
+    fn run(qp: Arc<Qp>) {
+        crate::resp::run(&qp);
+    }
+}
+
+impl WorkItem<RETRY> for Qp {
+    type Pointer = Arc<Qp>;
+
+    fn run(qp: Arc<Qp>) {
+        crate::comp::retry_timer(&qp);
+    }
+}
+
+impl WorkItem<RNR> for Qp {
+    type Pointer = Arc<Qp>;
+
+    fn run(qp: Arc<Qp>) {
+        crate::comp::rnr_timer(&qp);
+    }
+}
+
+impl Qp {
+    pub(crate) fn attrs(&self) -> Attrs {
+        *self.attr.lock()
+    }
+
+    pub(crate) fn dev(&self) -> &OxeDevice {
+        // SAFETY: the device outlives its QPs.
+        unsafe { &*self.dev }
+    }
+
+    /// The send CQ. Only for the verbs, which the core never runs alongside
+    /// destroy, and for the QP's own tasks holding the SQ or RQ lock with the
+    /// QP seen alive under it: destroy marks it dead, then waits for its
+    /// tasks, and the core frees the CQs only after destroy.
+    pub(crate) fn scq(&self) -> &OxeCq {
+        // SAFETY: the QP is not destroyed yet, per the above.
+        unsafe { &*self.scq }
+    }
+
+    /// The receive CQ, as for [`Qp::scq`].
+    pub(crate) fn rcq(&self) -> &OxeCq {
+        // SAFETY: as for `scq`.
+        unsafe { &*self.rcq }
+    }
+
+    pub(crate) fn is_dead(&self) -> bool {
+        self.dead.load(ordering::Acquire) != 0
+    }
+
+    /// Runs the send task (completer, then requester) soon.
+    pub(crate) fn schedule(self: &Arc<Self>) {
+        if let (false, Some(wq)) = (self.is_dead(), crate::wq::queue()) {
+            let _ = wq.enqueue::<_, SEND>(self.clone());
+        }
+    }
+
+    /// Runs the receive task (responder) soon.
+    pub(crate) fn schedule_recv(self: &Arc<Self>) {
+        if let (false, Some(wq)) = (self.is_dead(), crate::wq::queue()) {
+            let _ = wq.enqueue::<_, RECV>(self.clone());
+        }
+    }
+
+    /// Arms the retransmit timer (if not armed).
+    pub(crate) fn arm_retry(self: &Arc<Self>, ns: u64) {
+        if let (false, Some(wq)) = (self.is_dead(), crate::wq::queue()) {
+            let _ = wq.enqueue_delayed::<_, RETRY>(self.clone(), crate::wq::jiffies(ns));
+        }
+    }
+
+    /// Arms the RNR timer (if not armed).
+    pub(crate) fn arm_rnr(self: &Arc<Self>, ns: u64) {
+        if let (false, Some(wq)) = (self.is_dead(), crate::wq::queue()) {
+            let _ = wq.enqueue_delayed::<_, RNR>(self.clone(), crate::wq::jiffies(ns));
+        }
+    }
+
+    /// Takes a packet from the packet path: requests for the responder,
+    /// responses for the completer. Dropped when the QP is dead or its queue
+    /// is full (the requester retransmits).
+    pub(crate) fn deliver(self: &Arc<Self>, pkt: Packet) {
+        if self.is_dead() {
+            return;
+        }
+        let response = pkt.hdr.is_response();
+        let queued = {
+            let mut inbox = self.inbox.lock();
+            let q = if response {
+                &mut inbox.responses
+            } else {
+                &mut inbox.requests
+            };
+            q.push(pkt).is_ok()
+        };
+        match (queued, response) {
+            (true, true) => self.schedule(),
+            (true, false) => self.schedule_recv(),
+            (false, _) => {}
+        }
+    }
+
+    pub(crate) fn next_request(&self) -> Option<Packet> {
+        self.inbox.lock().requests.pop()
+    }
+
+    pub(crate) fn next_response(&self) -> Option<Packet> {
+        self.inbox.lock().responses.pop()
+    }
+
+    /// Sends a packet on the device's path.
+    pub(crate) fn xmit(&self, pkt: Packet) {
+        self.path.send(self.dev(), pkt);
+    }
+
+    /// Raises an asynchronous event on the QP (its owner's event handler).
+    pub(crate) fn event(&self, event: b::ib_event_type) {
+        // SAFETY: the ib_qp lives as long as this QP is not destroyed, which
+        // the callers (verbs, and the QP's own tasks) ensure.
+        unsafe { b::oxe_qp_event(self.ib, event) };
+    }
+
+    /// Moves the QP to ERR after a failure of its own (the requester, the
+    /// completer or the responder; modify_qp has its own path): the posted
+    /// receives are flushed and the message in progress is dropped with its
+    /// MR references, which `dereg_mr` would otherwise wait for as long as
+    /// the QP lives, and the owner gets IB_EVENT_QP_FATAL. The state changes
+    /// under the RQ lock, which the responder checks it under, so no packet
+    /// starts a new message afterwards. The send task flushes the SQ: it does
+    /// so whenever it runs in ERR.
+    pub(crate) fn set_error(self: &Arc<Self>, rq: &mut RecvSide) {
+        let was = core::mem::replace(&mut self.attr.lock().state, STATE_ERR);
+        self.flush_rq(rq);
+        self.schedule();
+        if was != STATE_ERR {
+            self.event(b::ib_event_type_IB_EVENT_QP_FATAL);
+        }
+    }
+
+    pub(crate) fn cqe(&self, wr_id: u64, status: u32, opcode: u32, byte_len: u32) -> Cqe {
+        Cqe {
+            wr_id,
+            status,
+            opcode,
+            byte_len,
+            ex: 0,
+            wc_flags: 0,
+            qp: self.ib,
+            qp_num: self.qpn,
+            src_qp: 0,
+        }
+    }
+
+    /// Completes every posted receive with WR_FLUSH_ERR. One pass over at
+    /// most the ring's capacity: user space may keep posting meanwhile, and
+    /// what it posts after the flush began is not the flush's business.
+    pub(crate) fn flush_rq(&self, rq: &mut RecvSide) {
+        rq.progress = None;
+        rq.read = None;
+        for _ in 0..rq.queue.capacity() {
+            if !rq.queue.peek_into(&mut rq.wqe) {
+                break;
+            }
+            let w = wqe::RecvWqe::parse(&rq.wqe).unwrap_or_default();
+            let cqe = self.cqe(
+                w.wr_id,
+                b::ib_wc_status_IB_WC_WR_FLUSH_ERR,
+                b::ib_wc_opcode_IB_WC_RECV,
+                0,
+            );
+            if self.rcq().post(&cqe, false).is_err() {
+                break;
+            }
+            rq.queue.advance_consumer();
+        }
+    }
+
+    /// Completes the WQEs in flight and those posted with WR_FLUSH_ERR: one
+    /// pass over at most the ring's capacity, since user space may keep
+    /// posting meanwhile. True if that pass ended with WQEs left, which the
+    /// send task flushes on its next run (as rxe requeues its task).
+    pub(crate) fn flush_sq(&self, sq: &mut SendSide) -> bool {
+        sq.next = 0;
+        sq.rnr_wait = false;
+        for _ in 0..sq.queue.capacity() {
+            // Our copy of a WQE in flight; the ring's for the others.
+            let w = match sq.inflight.pop() {
+                Some(p) => p.w,
+                None => {
+                    if !sq.queue.peek_into(&mut sq.wqe) {
+                        return false;
+                    }
+                    wqe::SendWqe::parse(&sq.wqe).unwrap_or_default()
+                }
+            };
+            let cqe = self.cqe(
+                w.wr_id,
+                b::ib_wc_status_IB_WC_WR_FLUSH_ERR,
+                crate::req::wc_opcode(w.opcode),
+                0,
+            );
+            if self.scq().post(&cqe, false).is_err() {
+                // The CQ is in error: nothing more can be completed. What is
+                // in flight lets go of its MRs all the same.
+                sq.inflight.clear();
+                return false;
+            }
+            sq.queue.advance_consumer();
+        }
+        !sq.queue.is_empty()
+    }
+
+    /// Back to RESET: drops what was posted and in flight, like rxe. One
+    /// step, however fast user space keeps posting.
+    pub(crate) fn reset(&self, sq: &mut SendSide, rq: &mut RecvSide) {
+        sq.inflight.clear();
+        sq.next = 0;
+        sq.rnr_wait = false;
+        sq.rnr_tries = 0;
+        sq.retries = 0;
+        sq.queue.discard_posted();
+        rq.queue.discard_posted();
+        rq.progress = None;
+        rq.read = None;
+        rq.nak_sent = false;
+        rq.last_atomic = None;
+        rq.established = false;
+        let mut inbox = self.inbox.lock();
+        inbox.requests.clear();
+        inbox.responses.clear();
+    }
+}
+
+/// QPN -> QP, for delivering packets. QPNs start at 16, as rxe's.
+#[pin_data]
+pub(crate) struct QpTable {
+    #[pin]
+    xa: XArray<Arc<Qp>>,
+    #[pin]
+    next: Mutex<u32>,
+}
+
+impl QpTable {
+    pub(crate) fn new() -> impl PinInit<Self, Error> {
+        try_pin_init!(QpTable {
+            xa <- XArray::new(AllocKind::Alloc),
+            next <- kernel::new_mutex!(params::MIN_QP_INDEX),
+        }? Error)
+    }
+
+    /// Creates a QP under a free QPN and publishes it.
+    fn insert(&self, make: impl FnOnce(u32) -> Result<Arc<Qp>>) -> Result<Arc<Qp>> {
+        let mut next = self.next.lock();
+        let max = params::MIN_QP_INDEX + params::MAX_QP - 1;
+        for _ in 0..params::MAX_QP {
+            let qpn = *next;
+            *next = if qpn >= max {
+                params::MIN_QP_INDEX
+            } else {
+                qpn + 1
+            };
+            if self.xa.lock().get(qpn as usize).is_some() {
+                continue;
+            }
+            let qp = make(qpn)?;
+            self.xa.lock().store(qpn as usize, qp.clone(), GFP_KERNEL)?;
+            return Ok(qp);
+        }
+        Err(ENOSPC)
+    }
+
+    pub(crate) fn get(&self, qpn: u32) -> Option<Arc<Qp>> {
+        self.xa.lock().get(qpn as usize).map(Arc::from)
+    }
+
+    fn remove(&self, qpn: u32) {
+        drop(self.xa.lock().remove(qpn as usize));
+    }
+}
