@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <malloc.h>
 #include <linux/capability.h>
 #include <pthread.h>
 #include <signal.h>
@@ -244,28 +245,98 @@ TEST_F(mr, iova_other_than_address)
 	ASSERT_EQ(0, ibv_dereg_mr(mr));
 }
 
-/* realloc() after registration: the MR keeps (and pins) the old pages. */
+/* The offset of the first byte of @p[0..n) that is not @c, or -1. */
+static long differs(const char *p, int c, size_t n)
+{
+	for (size_t i = 0; i < n; i++)
+		if (p[i] != (char)c)
+			return i;
+	return -1;
+}
+
+/*
+ * realloc() after registration: the MR keeps the pages it pinned; it does
+ * not follow the address it was given. Checked through the MR itself, with
+ * RDMA READ and WRITE at its iova (the buffer's old address) from a
+ * connected QP pair.
+ *
+ * glibc serves a 256 KiB malloc() above the (fixed) 128 KiB mmap threshold
+ * as a mapping of its own, and realloc() moves that mapping with mremap():
+ * the pinned pages themselves move to the new address and the old range is
+ * left unmapped. Other pages (0xcc) are then mapped at the old address, and
+ * the moved buffer is overwritten (0xbb): READ through the MR must return
+ * 0xbb, the pinned pages, and a WRITE through the MR must land in them and
+ * leave the old address's new pages alone. A driver that translated the
+ * iova through the process's page tables at access time would read 0xcc
+ * (or fail); one that lost its pages when they moved would fail.
+ */
 TEST_F(mr, realloc_keeps_the_old_pages)
 {
-	size_t len = 256 * KiB;
-	char *buf = malloc(len), *moved;
-	struct ibv_mr *mr;
+	size_t len = 256 * KiB, span;
+	char *buf, *moved, *start, *guard, *there, *dst;
+	struct ibv_mr *mr, *dmr;
+	struct loop l = {};
+	long pinned, at;
 
+	ASSERT_EQ(1, mallopt(M_MMAP_THRESHOLD, 128 * KiB));
+	buf = malloc(len);
 	ASSERT_NE(NULL, buf);
-	memset(buf, 1, len);
+	memset(buf, 0xaa, len);
+	/* The pages that hold buf[0..len); the MR pins them. */
+	start = (char *)((uintptr_t)buf & ~(PAGE - 1));
+	span = (((uintptr_t)buf + len + PAGE - 1) & ~(PAGE - 1)) - (uintptr_t)start;
+	/* Something right after them, so that realloc() cannot grow in place. */
+	guard = mmap(start + span, PAGE, PROT_NONE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (guard == MAP_FAILED)
+		guard = NULL; /* EEXIST: something is there already */
+	dst = map(len, PROT_READ | PROT_WRITE, MAP_POPULATE);
+	ASSERT_NE(NULL, dst);
 	mr = ibv_reg_mr(self->pd, buf, len, ACC_ALL);
-	ASSERT_NE(NULL, mr);
-	long pinned = vmpin_pages();
+	ASSERT_NE(NULL, mr) TH_LOG("reg_mr: %s", strerror(errno));
+	dmr = ibv_reg_mr(self->pd, dst, len, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(NULL, dmr) TH_LOG("reg_mr: %s", strerror(errno));
+	ASSERT_EQ(0, loop_open(self->ctx, self->pd, &l));
+	/* Before the move the READ sees the buffer. */
+	ASSERT_EQ(IBV_WC_SUCCESS, loop_op(&l, IBV_WR_RDMA_READ, dst, len, dmr->lkey,
+					  (uintptr_t)buf, mr->rkey));
+	ASSERT_EQ(-1, differs(dst, 0xaa, len));
+	pinned = vmpin_pages();
 
 	uintptr_t old = (uintptr_t)buf;
 
 	moved = realloc(buf, 64 * MiB);
 	ASSERT_NE(NULL, moved);
-	EXPECT_NE(old, (uintptr_t)moved) TH_LOG("realloc did not move the buffer");
-	/* The old buffer is freed, yet its pages stay pinned by the MR. */
+	ASSERT_NE(old, (uintptr_t)moved) TH_LOG("realloc did not move the buffer");
+	/* The old range was vacated; other pages take the old address. */
+	there = mmap(start, span, PROT_READ | PROT_WRITE,
+		     MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	ASSERT_EQ(start, there) TH_LOG("old range still mapped: %s", strerror(errno));
+	memset(there, 0xcc, span);
+	memset(moved, 0xbb, len);
+	/* The old buffer is gone from its address, yet its pages stay pinned. */
 	EXPECT_EQ(pinned, vmpin_pages());
-	EXPECT_EQ(old, (uintptr_t)mr->addr);
+
+	memset(dst, 0, len);
+	EXPECT_EQ(IBV_WC_SUCCESS, loop_op(&l, IBV_WR_RDMA_READ, dst, len, dmr->lkey, old,
+					  mr->rkey));
+	at = differs(dst, 0xbb, len);
+	EXPECT_EQ(-1, at) TH_LOG("READ through the MR: 0x%02x at offset %ld, not the pinned "
+				 "pages' 0xbb", dst[at] & 0xff, at);
+
+	memset(dst, 0xdd, len);
+	EXPECT_EQ(IBV_WC_SUCCESS, loop_op(&l, IBV_WR_RDMA_WRITE, dst, len, dmr->lkey, old,
+					  mr->rkey));
+	EXPECT_EQ(-1, differs(moved, 0xdd, len)) TH_LOG("WRITE did not reach the pinned pages");
+	EXPECT_EQ(-1, differs(there, 0xcc, span)) TH_LOG("WRITE went to the old address");
+
+	loop_close(&l);
+	ASSERT_EQ(0, ibv_dereg_mr(dmr));
 	ASSERT_EQ(0, ibv_dereg_mr(mr));
+	munmap(there, span);
+	if (guard)
+		munmap(guard, PAGE);
+	munmap(dst, len);
 	free(moved);
 }
 
