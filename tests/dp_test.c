@@ -64,39 +64,6 @@ static int setup_side(struct ibv_context *ctx, struct side *s, struct ibv_pd *pd
 	return s->mr ? 0 : -1;
 }
 
-/* Waits for one completion on @cq (bounded). */
-static int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc)
-{
-	for (int i = 0; i < 2000000; i++) {
-		int n = ibv_poll_cq(cq, 1, wc);
-
-		if (n)
-			return n;
-		if (i > 1000)
-			usleep(10);
-	}
-	return 0;
-}
-
-static int post(struct ibv_qp *qp, enum ibv_wr_opcode op, void *laddr, uint32_t len,
-		uint32_t lkey, uint64_t raddr, uint32_t rkey, uint64_t wr_id)
-{
-	struct ibv_sge sge = { .addr = (uintptr_t)laddr, .length = len, .lkey = lkey };
-	struct ibv_send_wr wr = {
-		.wr_id = wr_id, .sg_list = &sge, .num_sge = 1, .opcode = op,
-		.send_flags = IBV_SEND_SIGNALED,
-	}, *bad;
-
-	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP) {
-		wr.wr.atomic.remote_addr = raddr;
-		wr.wr.atomic.rkey = rkey;
-	} else {
-		wr.wr.rdma.remote_addr = raddr;
-		wr.wr.rdma.rkey = rkey;
-	}
-	return ibv_post_send(qp, &wr, &bad);
-}
-
 static int post_recv(struct ibv_qp *qp, void *addr, uint32_t len, uint32_t lkey, uint64_t id)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };

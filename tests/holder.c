@@ -6,6 +6,12 @@
  *                             is up or the device goes away
  *   holder churn SECONDS    - creates and destroys CQs and QPs in a loop
  * Prints "ready" once set up, and at the end "done <operations> <errors>".
+ * traffic also says, before that, what its errors were:
+ *   "errors post <P> first <S> then <T>"
+ * P: posts refused; S: the status of the first completion that failed
+ * ("none", "retry_exc", "flush", or "status<N>"); T: completions after it
+ * other than IBV_WC_WR_FLUSH_ERR. Which errors a scenario may see is the
+ * test's to say (tests/guest/60-stress.sh).
  * Exits 0 unless setup failed: losing the device half way (rmmod, link
  * delete) is what the tests do to it.
  */
@@ -29,7 +35,8 @@ int main(int argc, char **argv)
 	time_t end = time(NULL) + seconds;
 	struct ibv_context *ctx = open_dev();
 	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
-	long ops = 0, errors = 0;
+	long ops = 0, errors = 0, post_errors = 0, then = 0;
+	int first = -1;
 
 	if (!pd)
 		return 1;
@@ -92,20 +99,37 @@ int main(int argc, char **argv)
 			if (outstanding < 32) {
 				if (ibv_post_send(qp, &wr, &bad)) {
 					errors++;
+					post_errors++;
 					usleep(10000);
 				} else {
 					outstanding++;
 				}
 			}
 			n = ibv_poll_cq(cq, 16, wc);
-			for (int i = 0; i < n; i++)
-				if (wc[i].status != IBV_WC_SUCCESS)
-					errors++;
+			for (int i = 0; i < n; i++) {
+				if (first >= 0 && wc[i].status != IBV_WC_WR_FLUSH_ERR)
+					then++;
+				if (wc[i].status == IBV_WC_SUCCESS)
+					continue;
+				errors++;
+				if (first < 0)
+					first = wc[i].status;
+			}
 			if (n > 0) {
 				outstanding -= n;
 				ops += n;
 			}
 		}
+		printf("errors post %ld first ", post_errors);
+		if (first < 0)
+			printf("none");
+		else if (first == IBV_WC_RETRY_EXC_ERR)
+			printf("retry_exc");
+		else if (first == IBV_WC_WR_FLUSH_ERR)
+			printf("flush");
+		else
+			printf("status%d", first);
+		printf(" then %ld\n", then);
 	}
 	printf("done %ld %ld\n", ops, errors);
 	return 0;

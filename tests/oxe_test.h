@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Helpers shared by oxe's in-guest test programs: open the device under test
- * ($OXE_DEV, default oxe0), read the process's pinned memory, and connect an
- * RC QP to a destination QP on the same device.
+ * ($OXE_DEV, default oxe0), read the process's pinned memory, connect an RC
+ * QP to a destination QP on the same device, a connected pair of them, and
+ * post one WR and wait for its completion.
  */
 #ifndef OXE_TEST_H
 #define OXE_TEST_H
@@ -11,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <infiniband/verbs.h>
 
 static inline struct ibv_context *open_dev(void)
@@ -97,6 +99,104 @@ static inline int connect_rc(struct ibv_context *ctx, struct ibv_qp *qp, uint32_
 	a.max_rd_atomic = 16;
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* Waits for one completion on @cq (bounded). */
+static inline int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc)
+{
+	for (int i = 0; i < 2000000; i++) {
+		int n = ibv_poll_cq(cq, 1, wc);
+
+		if (n)
+			return n;
+		if (i > 1000)
+			usleep(10);
+	}
+	return 0;
+}
+
+/* Posts one signaled WR of @op with one SGE. */
+static inline int post(struct ibv_qp *qp, enum ibv_wr_opcode op, void *laddr, uint32_t len,
+		       uint32_t lkey, uint64_t raddr, uint32_t rkey, uint64_t wr_id)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)laddr, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = wr_id, .sg_list = &sge, .num_sge = 1, .opcode = op,
+		.send_flags = IBV_SEND_SIGNALED,
+	}, *bad;
+
+	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP) {
+		wr.wr.atomic.remote_addr = raddr;
+		wr.wr.atomic.rkey = rkey;
+	} else {
+		wr.wr.rdma.remote_addr = raddr;
+		wr.wr.rdma.rkey = rkey;
+	}
+	return ibv_post_send(qp, &wr, &bad);
+}
+
+/*
+ * Two RC QPs of @pd, each with a CQ of its own, connected to each other
+ * (qp[0] -> qp[1] and back) with every remote right. loop_close() takes down
+ * what loop_open() made, also after a failure half way.
+ */
+struct loop {
+	struct ibv_cq *cq[2];
+	struct ibv_qp *qp[2];
+};
+
+static inline void loop_close(struct loop *l)
+{
+	for (int i = 0; i < 2; i++)
+		if (l->qp[i])
+			ibv_destroy_qp(l->qp[i]);
+	for (int i = 0; i < 2; i++)
+		if (l->cq[i])
+			ibv_destroy_cq(l->cq[i]);
+	memset(l, 0, sizeof(*l));
+}
+
+static inline int loop_open(struct ibv_context *ctx, struct ibv_pd *pd, struct loop *l)
+{
+	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+		     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+
+	memset(l, 0, sizeof(*l));
+	for (int i = 0; i < 2; i++) {
+		struct ibv_qp_init_attr qia = {
+			.qp_type = IBV_QPT_RC,
+			.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1,
+				 .max_recv_sge = 1 },
+		};
+
+		l->cq[i] = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+		if (!l->cq[i])
+			return -1;
+		qia.send_cq = qia.recv_cq = l->cq[i];
+		l->qp[i] = ibv_create_qp(pd, &qia);
+		if (!l->qp[i])
+			return -1;
+	}
+	if (connect_rc(ctx, l->qp[0], l->qp[1]->qp_num, access, 7) ||
+	    connect_rc(ctx, l->qp[1], l->qp[0]->qp_num, access, 7))
+		return -1;
+	return 0;
+}
+
+/*
+ * One signaled WR of @op on qp[0] of @l; returns its completion status, or
+ * -1 if it could not be posted or never completed.
+ */
+static inline int loop_op(struct loop *l, enum ibv_wr_opcode op, void *laddr, uint32_t len,
+			  uint32_t lkey, uint64_t raddr, uint32_t rkey)
+{
+	struct ibv_wc wc;
+
+	if (post(l->qp[0], op, laddr, len, lkey, raddr, rkey, 1))
+		return -1;
+	if (wait_wc(l->cq[0], &wc) != 1)
+		return -1;
+	return wc.status;
 }
 
 #endif
