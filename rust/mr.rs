@@ -20,6 +20,7 @@ use crate::access::{self, PdId, PdRights};
 use crate::bindings as b;
 use crate::device::OxeDevice;
 use crate::eopnotsupp;
+use crate::ffi::{err_ptr, to_c_ptr};
 use crate::irqlock::{new_irq_spinlock, IrqSpinLock};
 use crate::keys::Keyed;
 use crate::mtt::{self, Grant, Region, Run, RunBuilder};
@@ -506,21 +507,11 @@ fn to_mr(ib: *mut b::ib_mr) -> *mut OxeMr {
     ib.cast()
 }
 
-fn err_ptr<T>(e: Error) -> *mut T {
-    // SAFETY: ERR_PTR encoding of a negative errno.
-    unsafe { b::ERR_PTR(e.to_errno() as isize).cast() }
-}
-
 fn reg_errno(e: access::RegError) -> Error {
     match e {
         access::RegError::Invalid => EINVAL,
         access::RegError::NotSupported => eopnotsupp(),
     }
-}
-
-/// The core's convention for verbs that return an MR: the MR or ERR_PTR.
-fn mr_or_err(r: Result<*mut b::ib_mr>) -> *mut b::ib_mr {
-    r.unwrap_or_else(err_ptr)
 }
 
 /// Allocates an MR of `kind` and publishes it under a fresh key of `pd`'s
@@ -587,7 +578,7 @@ pub(crate) unsafe extern "C" fn reg_user_mr(
     udata: *mut b::ib_udata,
 ) -> *mut b::ib_mr {
     // SAFETY: per the function's contract.
-    mr_or_err(unsafe { reg_user(pd, start, length, iova, access as u32, udata) })
+    to_c_ptr(unsafe { reg_user(pd, start, length, iova, access as u32, udata) })
 }
 
 /// # Safety
@@ -652,7 +643,7 @@ pub(crate) unsafe extern "C" fn rereg_user_mr(
     let flags = flags as u32;
     if flags & b::ib_mr_rereg_flags_IB_MR_REREG_TRANS != 0 {
         // SAFETY: per the function's contract.
-        return mr_or_err(unsafe {
+        return to_c_ptr(unsafe {
             rereg_trans(ib, flags, start, length, iova, access as u32, pd, udata)
         });
     }
@@ -757,7 +748,7 @@ pub(crate) unsafe extern "C" fn get_dma_mr(pd: *mut b::ib_pd, access: c_int) -> 
         },
     };
     // SAFETY: per the function's contract.
-    mr_or_err(unsafe { publish(pd, kind, 0, u64::MAX) })
+    to_c_ptr(unsafe { publish(pd, kind, 0, u64::MAX) })
 }
 
 /// # Safety
@@ -769,7 +760,7 @@ pub(crate) unsafe extern "C" fn alloc_mr(
     max_num_sg: u32,
 ) -> *mut b::ib_mr {
     // SAFETY: per the function's contract.
-    mr_or_err(unsafe { alloc_fast(pd, mr_type, max_num_sg) })
+    to_c_ptr(unsafe { alloc_fast(pd, mr_type, max_num_sg) })
 }
 
 /// # Safety

@@ -22,6 +22,7 @@ pub(crate) fn eopnotsupp() -> Error {
 mod bindings;
 mod cq;
 mod device;
+mod ffi;
 mod irqlock;
 mod keys;
 mod link;
