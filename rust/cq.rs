@@ -4,7 +4,7 @@
 //! `struct ib_wc` for kernel ones), completion events and overflow. The
 //! entry points, and what touches the core's `ib_cq`, are in `ffi/cq.rs`.
 
-use core::mem::size_of;
+use core::mem::{size_of, MaybeUninit};
 
 use kernel::prelude::*;
 use kernel::types::Opaque;
@@ -194,13 +194,15 @@ impl OxeCq {
 
     /// Kernel consumers' poll: pops up to `out.len()` completions into `out`;
     /// returns how many.
-    pub(crate) fn poll(&self, out: &mut [b::ib_wc]) -> usize {
+    pub(crate) fn poll(&self, out: &mut [MaybeUninit<b::ib_wc>]) -> usize {
         let mut inner = self.state.inner.lock();
         let mut got = 0;
-        for wc in out.iter_mut() {
-            if !inner.queue.pop_into(ffi::as_bytes_mut(wc)) {
+        for slot in out.iter_mut() {
+            let mut wc: b::ib_wc = pin_init::zeroed();
+            if !inner.queue.pop_into(ffi::as_bytes_mut(&mut wc)) {
                 break;
             }
+            slot.write(wc);
             got += 1;
         }
         got

@@ -3,6 +3,8 @@
 //! CQ entry points, and what touches the core's `ib_cq`: its `cqe` count,
 //! its device, its completion handler and event, the `ib_wc` formats.
 
+use core::mem::MaybeUninit;
+
 use kernel::ffi::{c_int, c_uint};
 
 use super::udata::Udata;
@@ -170,8 +172,8 @@ pub(super) unsafe extern "C" fn poll_cq(ib: *mut b::ib_cq, n: c_int, wc: *mut b:
         Ok(n) if n > 0 && !wc.is_null() => n,
         _ => return 0,
     };
-    // SAFETY: the caller's array of `n` entries, ours for the call; any bytes
-    // make an `ib_wc` (`Plain`).
-    let out = unsafe { core::slice::from_raw_parts_mut(wc, n) };
+    // SAFETY: the caller's array of `n` entries, ours to write for the call
+    // (maybe uninitialised, hence `MaybeUninit`).
+    let out = unsafe { core::slice::from_raw_parts_mut(wc.cast::<MaybeUninit<b::ib_wc>>(), n) };
     cq.poll(out) as c_int
 }

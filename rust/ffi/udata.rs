@@ -100,8 +100,10 @@ impl<'a> Udata<'a> {
         // SAFETY: the udata of a uverbs command (the contract of `from_raw`),
         // embedded in its attribute bundle.
         let uc = unsafe { b::oxe_udata_ucontext(self.as_ptr()) };
-        // SAFETY: the command's ucontext is an initialised oxe ucontext (the
-        // device is oxe's) and lives as long as the command.
+        // SAFETY: the command's ucontext is an oxe ucontext (the device is
+        // oxe's), live as long as the command, and initialised: commands
+        // other than GET_CONTEXT (`alloc_ucontext`, which does not call this)
+        // run only on a ucontext whose `alloc_ucontext` succeeded.
         (!uc.is_null()).then(|| unsafe { super::from_ib::<OxeUcontext>(uc) })
     }
 }
