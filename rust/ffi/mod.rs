@@ -19,6 +19,25 @@
 //! [`core_object!`] asserts at compile time; the driver's part is initialised
 //! in place ([`init_in_place`]) in the core's zeroed memory and dropped in
 //! place ([`drop_in_place`]) by the matching destroy verb.
+//!
+//! Porting a verb here (the QP's are next), as `ffi/cq.rs` does for the CQ:
+//!
+//! - In the domain file, the object becomes
+//!   `#[repr(C)] struct OxeQp { ib: Opaque<b::ib_qp>, qp: Arc<Qp> }` followed
+//!   by `ffi::core_object!(OxeQp, ib: b::ib_qp, qp: Arc<Qp>);` (no `Option`:
+//!   `create_qp` initialises `qp` in place with
+//!   `init_in_place::<OxeQp, _>(ib, value)`, `destroy_qp` ends with
+//!   `drop_in_place::<OxeQp>(ib)`).
+//! - In `ffi/qp.rs`, each `unsafe extern "C" fn` has one `// SAFETY:` block
+//!   that yields `from_ib::<OxeQp>(ib)`, `&*attr`, `Udata::from_raw(udata)`,
+//!   then calls a safe method and returns `to_c(..)`.
+//! - Core fields the domain needs (`ib_qp.qp_num`, its device, its events)
+//!   become safe methods in `impl OxeQp` blocks of `ffi/qp.rs`, as
+//!   `OxeCq::device` and `OxeCq::publish_cqe` are for the CQ.
+//! - Domain methods take `Option<&Udata<'_>>` (`None` for kernel callers) and
+//!   use `udata::in_empty`, `Udata::require_out`, `Udata::respond`,
+//!   `Udata::ucontext` and `queue::withdraw_from`.
+//! - The verb is registered in [`device_ops`].
 
 use core::mem::size_of;
 use core::ptr;
