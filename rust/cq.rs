@@ -1,20 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Completion queues: a ring of CQEs (`struct ib_uverbs_wc` for user CQs,
-//! `struct ib_wc` for kernel ones), completion events and overflow.
+//! `struct ib_wc` for kernel ones), completion events and overflow. The
+//! entry points, and what touches the core's `ib_cq`, are in `ffi/cq.rs`.
 
-use core::mem::size_of;
-use core::ptr;
+use core::mem::{size_of, MaybeUninit};
 
-use kernel::ffi::c_int;
 use kernel::prelude::*;
-use kernel::sync::Arc;
+use kernel::types::Opaque;
 
 use crate::bindings as b;
-use crate::device::{OxeDevice, OxeUcontext};
+use crate::ffi::{self, Udata};
 use crate::irqlock::{new_irq_spinlock, IrqSpinLock};
 use crate::params;
-use crate::queue::{self, Queue, SharedBuf};
+use crate::queue::{self, Queue};
 
 /// A completion as the transport reports it.
 #[derive(Clone, Copy)]
@@ -31,14 +30,18 @@ pub(crate) struct Cqe {
     pub(crate) src_qp: u32,
 }
 
+/// The core allocates it (`size_ib_cq`); `state` is initialised in place by
+/// `create_cq` and dropped in place by `destroy_cq`.
 #[repr(C)]
 pub(crate) struct OxeCq {
-    ib: b::ib_cq,
-    state: Option<Pin<KBox<CqState>>>,
+    ib: Opaque<b::ib_cq>,
+    state: CqState,
 }
+ffi::core_object!(OxeCq, ib: b::ib_cq, state: CqState);
 
+/// What a CQ owns besides its `ib_cq`.
 #[pin_data]
-struct CqState {
+pub(crate) struct CqState {
     #[pin]
     inner: IrqSpinLock<CqInner>,
     user: bool,
@@ -52,63 +55,79 @@ struct CqInner {
     error: bool,
 }
 
+/// Bytes of a ring slot: rxe's `union rxe_cqe`, room for either view.
+const CQE_SIZE: usize = if size_of::<b::ib_wc>() > size_of::<b::ib_uverbs_wc>() {
+    size_of::<b::ib_wc>()
+} else {
+    size_of::<b::ib_uverbs_wc>()
+};
+
+impl CqState {
+    /// A CQ of at least `cqe` entries; `udata` is `None` for kernel CQs.
+    pub(crate) fn new(
+        cqe: u32,
+        flags: u32,
+        udata: Option<&Udata<'_>>,
+    ) -> Result<impl PinInit<Self, Error>> {
+        if flags != 0 {
+            return Err(crate::eopnotsupp());
+        }
+        if !(1..=params::MAX_CQE).contains(&cqe) {
+            return Err(EINVAL);
+        }
+        let user = udata.is_some();
+        if let Some(u) = udata {
+            u.require_out::<b::rxe_create_cq_resp>()?;
+        }
+        let queue = Queue::new(cqe, CQE_SIZE)?;
+        Ok(try_pin_init!(CqState {
+            inner <- new_irq_spinlock!(CqInner { queue, notify: 0, error: false }),
+            user,
+        }? Error))
+    }
+}
+
 impl OxeCq {
-    /// # Safety
-    ///
-    /// `ib` must be a live oxe CQ.
-    pub(crate) unsafe fn from_ib<'a>(ib: *mut b::ib_cq) -> &'a OxeCq {
-        // SAFETY: `ib` is the first field of a `repr(C)` OxeCq.
-        unsafe { &*ib.cast::<OxeCq>() }
+    /// The ring's usable entries, for the core's `ib_cq.cqe`.
+    pub(crate) fn capacity(&self) -> u32 {
+        self.state.inner.lock().queue.capacity()
     }
 
-    pub(crate) fn ib(&self) -> *mut b::ib_cq {
-        ptr::from_ref(&self.ib).cast_mut()
+    /// Offers a new user CQ's ring for mmap and sends its mminfo back.
+    pub(crate) fn respond_user(&self, udata: &Udata<'_>) -> Result {
+        let buf = self.state.inner.lock().queue.buf().clone();
+        let uc = udata.ucontext().ok_or(EINVAL)?;
+        let resp = b::rxe_create_cq_resp {
+            mi: uc.mmaps()?.offer(self.device().mmap_offsets(), &buf)?,
+        };
+        udata.respond(&resp)
+    }
+
+    /// Before destroy: an offer user space never took goes now, not when the
+    /// file is closed. `udata` is the destroy command's (`None` for kernel
+    /// CQs).
+    pub(crate) fn withdraw(&self, udata: Option<&Udata<'_>>) {
+        let buf = self.state.inner.lock().queue.buf().clone();
+        queue::withdraw_from(udata, &[&buf]);
     }
 
     /// Posts one completion. EBUSY when the CQ is full: the CQ then goes to
     /// error and its owner gets IB_EVENT_CQ_ERR.
     pub(crate) fn post(&self, cqe: &Cqe, solicited: bool) -> Result {
-        let Some(state) = self.state.as_ref() else {
-            return Err(EINVAL);
-        };
+        let state = &self.state;
         let mut inner = state.inner.lock();
         if inner.error {
             return Err(EBUSY);
         }
         let res = if state.user {
-            let mut wc: b::ib_uverbs_wc = pin_init::zeroed();
-            wc.wr_id = cqe.wr_id;
-            wc.status = cqe.status;
-            wc.opcode = cqe.opcode;
-            wc.byte_len = cqe.byte_len;
-            // SAFETY: writing a plain union member.
-            unsafe { *wc.ex.imm_data.as_mut() = cqe.ex };
-            wc.qp_num = cqe.qp_num;
-            wc.src_qp = cqe.src_qp;
-            wc.wc_flags = cqe.wc_flags;
-            wc.port_num = 1;
-            inner.queue.produce(as_bytes(&wc))
+            inner.queue.produce(ffi::as_bytes(&ffi::cq::uverbs_wc(cqe)))
         } else {
-            let mut wc: b::ib_wc = pin_init::zeroed();
-            // SAFETY: writing plain union members.
-            unsafe {
-                *wc.__bindgen_anon_1.wr_id.as_mut() = cqe.wr_id;
-                *wc.ex.imm_data.as_mut() = cqe.ex;
-            }
-            wc.status = cqe.status;
-            wc.opcode = cqe.opcode;
-            wc.byte_len = cqe.byte_len;
-            wc.qp = cqe.qp;
-            wc.src_qp = cqe.src_qp;
-            wc.wc_flags = cqe.wc_flags as c_int;
-            wc.port_num = 1;
-            inner.queue.produce(as_bytes(&wc))
+            inner.queue.produce(ffi::as_bytes(&ffi::cq::kernel_wc(cqe)))
         };
         if res.is_err() {
             inner.error = true;
             drop(inner);
-            // SAFETY: our live CQ.
-            unsafe { b::oxe_cq_event(self.ib(), b::ib_event_type_IB_EVENT_CQ_ERR) };
+            self.event(b::ib_event_type_IB_EVENT_CQ_ERR);
             return Err(EBUSY);
         }
         let fire = inner.notify & b::ib_cq_notify_flags_IB_CQ_NEXT_COMP != 0
@@ -118,210 +137,76 @@ impl OxeCq {
         }
         drop(inner);
         if fire {
-            // SAFETY: our live CQ; the handler takes its own locks.
-            unsafe { b::oxe_cq_comp_handler(self.ib()) };
+            // The handler takes its own locks.
+            self.comp_handler();
         }
         Ok(())
     }
-}
 
-fn as_bytes<T>(v: &T) -> &[u8] {
-    // SAFETY: any `T` is readable as its bytes; used for plain C structs.
-    unsafe { core::slice::from_raw_parts(ptr::from_ref(v).cast(), size_of::<T>()) }
-}
-
-/// # Safety
-///
-/// Called by the RDMA core with a zeroed CQ of `size_ib_cq` bytes.
-pub(crate) unsafe extern "C" fn create_cq(
-    ib: *mut b::ib_cq,
-    attr: *const b::ib_cq_init_attr,
-    attrs: *mut b::uverbs_attr_bundle,
-) -> c_int {
-    // SAFETY: per the function's contract.
-    match unsafe { create(ib, attr, attrs) } {
-        Ok(()) => 0,
-        Err(e) => e.to_errno(),
-    }
-}
-
-/// # Safety
-///
-/// As for [`create_cq`].
-unsafe fn create(
-    ib: *mut b::ib_cq,
-    attr: *const b::ib_cq_init_attr,
-    attrs: *mut b::uverbs_attr_bundle,
-) -> Result {
-    let cq = ib.cast::<OxeCq>();
-    // SAFETY: fresh zeroed memory of OxeCq's size: write without dropping.
-    unsafe { ptr::addr_of_mut!((*cq).state).write(None) };
-    // SAFETY: the core passes valid attributes; `attrs` is NULL for kernel CQs.
-    let (cqe, flags, udata) = unsafe {
-        let udata = b::oxe_attrs_udata(attrs);
-        ((*attr).cqe, (*attr).flags, udata)
-    };
-    if flags != 0 {
-        return Err(crate::eopnotsupp());
-    }
-    if !(1..=params::MAX_CQE).contains(&cqe) {
-        return Err(EINVAL);
-    }
-    let user = !udata.is_null();
-    // SAFETY: `udata` is the command's udata when non-NULL.
-    if user && unsafe { (*udata).outlen } < size_of::<b::rxe_create_cq_resp>() {
-        return Err(EINVAL);
-    }
-    // rxe's `union rxe_cqe`: room for either view.
-    let queue = Queue::new(cqe, size_of::<b::ib_wc>().max(size_of::<b::ib_uverbs_wc>()))?;
-    let buf = queue.buf().clone();
-    // SAFETY: the core passes a live CQ.
-    unsafe { (*ib).cqe = queue.capacity() as c_int };
-    let state = KBox::pin_init(
-        try_pin_init!(CqState {
-            inner <- new_irq_spinlock!(CqInner { queue, notify: 0, error: false }),
-            user,
-        }? Error),
-        GFP_KERNEL,
-    )?;
-    // SAFETY: nobody else sees the CQ yet.
-    unsafe { (*cq).state = Some(state) };
-    if user {
-        // Offered last: a create that fails after the offer withdraws it.
-        // SAFETY: a user CQ of the command's ucontext.
-        if let Err(e) = unsafe { respond_user(ib, udata, &buf) } {
-            // SAFETY: the core calls no destroy when create fails.
-            unsafe { destroy_cq(ib, udata) };
-            return Err(e);
+    /// `ib_req_notify_cq`: arms the next event; true if `flags` asks to
+    /// report missed events and completions are pending.
+    pub(crate) fn req_notify(&self, flags: b::ib_cq_notify_flags) -> bool {
+        let mut inner = self.state.inner.lock();
+        let want = flags & b::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK;
+        if inner.notify != b::ib_cq_notify_flags_IB_CQ_NEXT_COMP {
+            inner.notify = want;
         }
+        flags & b::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0
+            && inner.queue.produced_pending() > 0
     }
-    Ok(())
-}
 
-/// Offers a user CQ's ring for mmap and sends its mminfo back.
-///
-/// # Safety
-///
-/// `ib` is a CQ being created with the user command's `udata`.
-unsafe fn respond_user(ib: *mut b::ib_cq, udata: *mut b::ib_udata, buf: &Arc<SharedBuf>) -> Result {
-    // SAFETY: user CQs come with a live ucontext and device.
-    let (uc, dev) = unsafe {
-        (
-            OxeUcontext::from_udata(udata).ok_or(EINVAL)?,
-            OxeDevice::from_ib((*ib).device),
-        )
-    };
-    let resp = b::rxe_create_cq_resp {
-        mi: uc.mmaps()?.offer(dev.mmap_offsets(), buf)?,
-    };
-    queue::respond(udata, &resp)
-}
+    /// `ibv_resize_cq`: a new ring holding what is pending, mapped anew by
+    /// librxe, which holds its CQ lock, so user space does not poll
+    /// meanwhile.
+    pub(crate) fn resize(&self, cqe: u32, udata: Option<&Udata<'_>>) -> Result {
+        let state = &self.state;
+        let Some(udata) = udata.filter(|_| state.user) else {
+            return Err(EINVAL);
+        };
+        if !(1..=params::MAX_CQE).contains(&cqe) {
+            return Err(EINVAL);
+        }
+        udata.require_out::<b::rxe_resize_cq_resp>()?;
+        let mut next = Queue::new(cqe, CQE_SIZE)?;
+        let mmaps = udata.ucontext().ok_or(EINVAL)?.mmaps()?;
+        let mut slot = KVec::new();
+        slot.resize(next.elem_size(), 0u8, GFP_KERNEL)?;
+        // Offered before the CQ's spinlock is taken: offering sleeps.
+        let resp = b::rxe_resize_cq_resp {
+            mi: mmaps.offer(self.device().mmap_offsets(), next.buf())?,
+        };
+        let mut inner = state.inner.lock();
+        let moved = refill(&mut inner.queue, &mut next, &mut slot);
+        if moved.is_ok() {
+            core::mem::swap(&mut inner.queue, &mut next);
+            self.publish_cqe(inner.queue.capacity());
+        }
+        drop(inner);
+        // `next` is now the ring the CQ does not use: the old one, or the new
+        // one if the resize failed. Its offer goes if user space never mapped
+        // it, and the ring is freed (vfree sleeps: only after the spinlock is
+        // released).
+        mmaps.withdraw(next.buf());
+        drop(next);
+        moved?;
+        udata.respond(&resp)
+    }
 
-/// # Safety
-///
-/// Called by the RDMA core once no QP uses the CQ (or by a failed create).
-pub(crate) unsafe extern "C" fn destroy_cq(ib: *mut b::ib_cq, udata: *mut b::ib_udata) -> c_int {
-    // SAFETY: our CQ; the core frees the memory after this returns.
-    let Some(state) = (unsafe { (*ib.cast::<OxeCq>()).state.take() }) else {
-        return 0;
-    };
-    // An offer user space never took goes now, not when the file is closed.
-    let buf = state.inner.lock().queue.buf().clone();
-    // SAFETY: `udata` is the destroy command's (NULL for kernel CQs).
-    unsafe { queue::withdraw(udata, &[&buf]) };
-    drop(buf);
-    // Frees the ring (vfree sleeps): outside the CQ's spinlock.
-    drop(state);
-    0
-}
-
-/// # Safety
-///
-/// Called by the RDMA core for a live CQ.
-pub(crate) unsafe extern "C" fn req_notify_cq(
-    ib: *mut b::ib_cq,
-    flags: b::ib_cq_notify_flags,
-) -> c_int {
-    // SAFETY: our live CQ.
-    let cq = unsafe { OxeCq::from_ib(ib) };
-    let Some(state) = cq.state.as_ref() else {
-        return EINVAL.to_errno();
-    };
-    let mut inner = state.inner.lock();
-    let want = flags & b::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK;
-    if inner.notify != b::ib_cq_notify_flags_IB_CQ_NEXT_COMP {
-        inner.notify = want;
+    /// Kernel consumers' poll: pops up to `out.len()` completions into `out`;
+    /// returns how many.
+    pub(crate) fn poll(&self, out: &mut [MaybeUninit<b::ib_wc>]) -> usize {
+        let mut inner = self.state.inner.lock();
+        let mut got = 0;
+        for slot in out.iter_mut() {
+            let mut wc: b::ib_wc = pin_init::zeroed();
+            if !inner.queue.pop_into(ffi::as_bytes_mut(&mut wc)) {
+                break;
+            }
+            slot.write(wc);
+            got += 1;
+        }
+        got
     }
-    if flags & b::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0
-        && inner.queue.produced_pending() > 0
-    {
-        return 1;
-    }
-    0
-}
-
-/// `ibv_resize_cq`: a new ring holding what is pending, mapped anew by librxe.
-///
-/// # Safety
-///
-/// Called by the RDMA core for a live user CQ; librxe holds its CQ lock, so
-/// user space does not poll meanwhile.
-pub(crate) unsafe extern "C" fn resize_user_cq(
-    ib: *mut b::ib_cq,
-    cqe: kernel::ffi::c_uint,
-    udata: *mut b::ib_udata,
-) -> c_int {
-    // SAFETY: per the function's contract.
-    match unsafe { resize(ib, cqe, udata) } {
-        Ok(()) => 0,
-        Err(e) => e.to_errno(),
-    }
-}
-
-/// # Safety
-///
-/// As for [`resize_user_cq`].
-unsafe fn resize(ib: *mut b::ib_cq, cqe: u32, udata: *mut b::ib_udata) -> Result {
-    // SAFETY: our live CQ.
-    let cq = unsafe { OxeCq::from_ib(ib) };
-    let state = cq.state.as_ref().ok_or(EINVAL)?;
-    if !state.user || udata.is_null() || !(1..=params::MAX_CQE).contains(&cqe) {
-        return Err(EINVAL);
-    }
-    // SAFETY: the command's udata.
-    if unsafe { (*udata).outlen } < size_of::<b::rxe_resize_cq_resp>() {
-        return Err(EINVAL);
-    }
-    let mut next = Queue::new(cqe, size_of::<b::ib_wc>().max(size_of::<b::ib_uverbs_wc>()))?;
-    // SAFETY: user CQs come with a live ucontext and device.
-    let (uc, dev) = unsafe {
-        (
-            OxeUcontext::from_udata(udata).ok_or(EINVAL)?,
-            OxeDevice::from_ib((*ib).device),
-        )
-    };
-    let mmaps = uc.mmaps()?;
-    let mut slot = KVec::new();
-    slot.resize(next.elem_size(), 0u8, GFP_KERNEL)?;
-    // Offered before the CQ's spinlock is taken: offering sleeps.
-    let resp = b::rxe_resize_cq_resp {
-        mi: mmaps.offer(dev.mmap_offsets(), next.buf())?,
-    };
-    let mut inner = state.inner.lock();
-    let moved = refill(&mut inner.queue, &mut next, &mut slot);
-    if moved.is_ok() {
-        core::mem::swap(&mut inner.queue, &mut next);
-        // SAFETY: our CQ, under its lock.
-        unsafe { (*ib).cqe = inner.queue.capacity() as c_int };
-    }
-    drop(inner);
-    // `next` is now the ring the CQ does not use: the old one, or the new one
-    // if the resize failed. Its offer goes if user space never mapped it, and
-    // the ring is freed (vfree sleeps: only after the spinlock is released).
-    mmaps.withdraw(next.buf());
-    drop(next);
-    moved?;
-    queue::respond(udata, &resp)
 }
 
 /// Moves the CQEs pending in `old` to `next`; EINVAL if they do not fit.
@@ -345,33 +230,4 @@ fn refill(old: &mut Queue, next: &mut Queue, slot: &mut [u8]) -> Result {
         next.produce(slot)?;
     }
     Ok(())
-}
-
-/// Kernel consumers' poll.
-///
-/// # Safety
-///
-/// Called by the RDMA core for a live kernel CQ with room for `n` entries.
-pub(crate) unsafe extern "C" fn poll_cq(ib: *mut b::ib_cq, n: c_int, wc: *mut b::ib_wc) -> c_int {
-    // SAFETY: our live CQ.
-    let cq = unsafe { OxeCq::from_ib(ib) };
-    let Some(state) = cq.state.as_ref() else {
-        return EINVAL.to_errno();
-    };
-    let mut inner = state.inner.lock();
-    let mut got = 0;
-    while got < n {
-        // SAFETY: `wc` has room for `n` entries.
-        let out = unsafe {
-            core::slice::from_raw_parts_mut(
-                wc.add(got as usize).cast::<u8>(),
-                size_of::<b::ib_wc>(),
-            )
-        };
-        if !inner.queue.pop_into(out) {
-            break;
-        }
-        got += 1;
-    }
-    got
 }

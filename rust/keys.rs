@@ -8,6 +8,8 @@
 //! new tag and a stale key never matches. Indices are handed out cyclically,
 //! which spaces out reuse of any one index.
 
+use core::ptr::NonNull;
+
 use kernel::prelude::*;
 use kernel::sync::{rcu, Mutex};
 use kernel::types::Opaque;
@@ -19,13 +21,51 @@ use crate::key;
 ///
 /// # Safety
 ///
-/// `try_get` must only succeed while the object is live, and the object's
-/// memory must stay valid for an RCU grace period after it was removed.
+/// `try_get` must only succeed while the object is live; the object must
+/// stay live while a reference is held, and its memory valid for an RCU
+/// grace period after it was removed.
 pub(crate) unsafe trait Keyed {
     /// The key the object answers to now.
     fn key(&self) -> u32;
     /// Takes a reference unless the count has already reached zero.
     fn try_get(&self) -> bool;
+    /// Drops a reference (`try_get`'s or the table's).
+    fn put(&self);
+}
+
+/// One reference on a keyed object, dropped with it.
+pub(crate) struct KeyRef<T: Keyed> {
+    obj: NonNull<T>,
+}
+
+impl<T: Keyed> KeyRef<T> {
+    /// Takes over a reference the caller holds on `obj`.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns one reference on the live `obj` (the table's, once
+    /// the object is removed, or one taken by `try_get`) and gives it up.
+    pub(crate) unsafe fn from_raw(obj: *mut T) -> Self {
+        KeyRef {
+            // SAFETY: a live object is not at NULL.
+            obj: unsafe { NonNull::new_unchecked(obj) },
+        }
+    }
+}
+
+impl<T: Keyed> core::ops::Deref for KeyRef<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        // SAFETY: the reference keeps the object live (the `Keyed` contract).
+        unsafe { self.obj.as_ref() }
+    }
+}
+
+impl<T: Keyed> Drop for KeyRef<T> {
+    fn drop(&mut self) {
+        T::put(self);
+    }
 }
 
 #[pin_data(PinnedDrop)]
@@ -108,17 +148,17 @@ impl<T: Keyed> KeyTable<T> {
 
     /// Looks `k` up with no lock and returns the object with a reference
     /// taken, if `k` names a live entry with this very tag.
-    pub(crate) fn get(&self, k: u32) -> Option<*mut T> {
+    pub(crate) fn get(&self, k: u32) -> Option<KeyRef<T>> {
         self.find(key::index(k), |t| t.key() == k)
     }
 
     /// The live entry at the index of `k`, whatever its tag: for fast
     /// registration, which gives the MR a new tag.
-    pub(crate) fn get_index(&self, k: u32) -> Option<*mut T> {
+    pub(crate) fn get_index(&self, k: u32) -> Option<KeyRef<T>> {
         self.find(key::index(k), |_| true)
     }
 
-    fn find(&self, index: u32, ok: impl FnOnce(&T) -> bool) -> Option<*mut T> {
+    fn find(&self, index: u32, ok: impl FnOnce(&T) -> bool) -> Option<KeyRef<T>> {
         let _guard = rcu::read_lock();
         // SAFETY: RCU-protected load from an initialised XArray.
         let entry = unsafe { b::xa_load(self.xa(), index as usize) };
@@ -131,7 +171,8 @@ impl<T: Keyed> KeyTable<T> {
         // removal (the `Keyed` contract).
         // SAFETY: we are inside an RCU read-side section.
         let t = unsafe { &*obj };
-        (ok(t) && t.try_get()).then_some(obj)
+        // SAFETY: `try_get` took a reference, which the `KeyRef` owns.
+        (ok(t) && t.try_get()).then(|| unsafe { KeyRef::from_raw(obj) })
     }
 }
 

@@ -12,7 +12,7 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use crate::bindings as b;
-use crate::device;
+use crate::ffi::device;
 
 /// rdma_rxe treats every `RDMA_DRIVER_RXE` device as its own (its UDP receive
 /// path, its netdev notifier, its module exit), so it must never share a
@@ -143,8 +143,8 @@ impl Drop for Registrations {
 /// Called by the kernel with the arguments its callback contract gives.
 unsafe extern "C" fn newlink(ibdev_name: *const c_char, ndev: *mut b::net_device) -> c_int {
     // SAFETY: the core passes a NUL-terminated name and a referenced netdev.
-    let name = unsafe { CStr::from_char_ptr(ibdev_name) };
-    match device::add(name, ndev) {
+    let res = unsafe { device::add(CStr::from_char_ptr(ibdev_name), ndev) };
+    match res {
         Ok(()) => 0,
         Err(e) => e.to_errno(),
     }
@@ -160,9 +160,9 @@ unsafe extern "C" fn netdev_event(
 ) -> c_int {
     if event == b::netdev_cmd_NETDEV_UNREGISTER as c_ulong {
         // As netdev_notifier_info_to_dev():
-        // SAFETY: netdev notifiers get a `netdev_notifier_info` valid for the call.
-        let ndev = unsafe { (*ptr.cast::<b::netdev_notifier_info>()).dev };
-        device::netdev_unregistering(ndev);
+        // SAFETY: netdev notifiers get a `netdev_notifier_info` valid for the
+        // call, whose netdev is valid for the call too.
+        unsafe { device::netdev_unregistering((*ptr.cast::<b::netdev_notifier_info>()).dev) };
     }
     NOTIFY_DONE
 }

@@ -7,10 +7,12 @@
 //! reports `RDMA_DRIVER_RXE`, so the stock librxe provider drives it.
 //!
 //! One file per RDMA object or pipeline stage, as in rdma_rxe: `device` (the
-//! ib_device and its queries), `pd`, `mr` (memory registration), `keys`
-//! (the lock-free key table), `link` (rdma link ops, netdev and module
-//! notifiers). `bindings` is the FFI layer; `common/` holds the logic that also
-//! builds on the host.
+//! ib_device, its contexts and queries), `pd`, `mr/` (memory registration),
+//! `cq`, `keys` (the lock-free key table), `link` (rdma link ops, netdev and
+//! module notifiers). `ffi/` is where the RDMA core calls in: the ops table
+//! and the entry points, which turn the core's pointers into references and
+//! call the objects' safe methods; `bindings` are the generated bindings;
+//! `common/` holds the logic that also builds on the host.
 
 use kernel::prelude::*;
 
@@ -23,6 +25,7 @@ mod bindings;
 mod comp;
 mod cq;
 mod device;
+mod ffi;
 mod fifo;
 mod irqlock;
 mod keys;

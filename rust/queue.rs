@@ -17,7 +17,7 @@ use kernel::sync::atomic::{ordering, Atomic};
 use kernel::sync::{Arc, Mutex};
 
 use crate::bindings as b;
-use crate::device::OxeUcontext;
+use crate::ffi::Udata;
 
 const PAGE_SIZE: usize = kernel::page::PAGE_SIZE;
 const HEADER: usize = size_of::<b::rxe_queue_buf>();
@@ -334,7 +334,12 @@ impl Mmaps {
 /// the core's cleanup of a ucontext's objects) on an oxe device.
 pub(crate) unsafe fn withdraw(udata: *mut b::ib_udata, bufs: &[&SharedBuf]) {
     // SAFETY: per the function's contract.
-    let Some(uc) = (unsafe { OxeUcontext::from_udata(udata) }) else {
+    withdraw_from(unsafe { Udata::from_raw(udata) }.as_ref(), bufs);
+}
+
+/// [`withdraw`] for a command's [`Udata`] (`None` for kernel objects).
+pub(crate) fn withdraw_from(udata: Option<&Udata<'_>>, bufs: &[&SharedBuf]) {
+    let Some(uc) = udata.and_then(Udata::ucontext) else {
         return;
     };
     if let Ok(mmaps) = uc.mmaps() {
@@ -344,7 +349,8 @@ pub(crate) unsafe fn withdraw(udata: *mut b::ib_udata, bufs: &[&SharedBuf]) {
     }
 }
 
-/// Copies `resp` into the response part of `udata`.
+/// Copies `resp` into the response part of `udata`: [`Udata::respond`] for
+/// code that has a raw udata (the QP verbs).
 pub(crate) fn respond<T>(udata: *mut b::ib_udata, resp: &T) -> Result {
     // SAFETY: `resp` is `size_of::<T>()` readable bytes; the core clips to the user's buffer.
     let ret: c_int = unsafe {

@@ -1,0 +1,349 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Device, port, ucontext and mmap entry points, and the device's creation
+//! on `rdma link add` and removal with its netdev.
+
+use core::ffi::CStr;
+use core::mem::size_of;
+use core::ptr;
+
+use kernel::ffi::c_int;
+use kernel::prelude::*;
+
+use super::udata::{self, Udata};
+use super::{drop_in_place, from_ib, init_in_place, to_c};
+use crate::bindings as b;
+use crate::device::{self, DeviceState, OxeDevice, OxeUcontext, PORT};
+use crate::params;
+use crate::queue::Mmaps;
+
+impl OxeDevice {
+    /// # Safety
+    ///
+    /// `ib` must be a live oxe device.
+    pub(crate) unsafe fn from_ib<'a>(ib: *mut b::ib_device) -> &'a OxeDevice {
+        // SAFETY: per the function's contract; `state` is initialised before
+        // the device is registered, and dropped only by `dealloc_driver`.
+        unsafe { from_ib(ib) }
+    }
+}
+
+impl OxeUcontext {
+    /// The ucontext of a user command.
+    ///
+    /// # Safety
+    ///
+    /// `udata` must be NULL or the driver udata of a live uverbs command on
+    /// an oxe device.
+    pub(crate) unsafe fn from_udata<'a>(udata: *mut b::ib_udata) -> Option<&'a OxeUcontext> {
+        // SAFETY: per the function's contract.
+        unsafe { Udata::from_raw(udata) }?.ucontext()
+    }
+}
+
+/// The device's netdev with a reference held, dropped with the guard.
+struct NetdevRef(*mut b::net_device);
+
+impl NetdevRef {
+    fn get(ib: *mut b::ib_device) -> Option<Self> {
+        // SAFETY: `ib` is a live device; the result is referenced or NULL.
+        let ndev = unsafe { b::ib_device_get_netdev(ib, PORT) };
+        (!ndev.is_null()).then_some(NetdevRef(ndev))
+    }
+
+    fn mtu(&self) -> u32 {
+        // SAFETY: the netdev is referenced by `self`.
+        unsafe { b::oxe_netdev_mtu(self.0) }
+    }
+
+    /// The port's state and physical state, as rdma_rxe reports them.
+    fn port_state(&self) -> (b::ib_port_state, b::ib_port_phys_state) {
+        let (mut state, mut phys_state) = (0, 0);
+        // SAFETY: the netdev is referenced by `self`; the outputs are locals.
+        unsafe { b::oxe_netdev_port_state(self.0, &mut state, &mut phys_state) };
+        (state, phys_state)
+    }
+}
+
+impl Drop for NetdevRef {
+    fn drop(&mut self) {
+        // SAFETY: the reference was taken by `ib_device_get_netdev`.
+        unsafe { b::oxe_dev_put(self.0) };
+    }
+}
+
+/// The MAC the device's GUIDs derive from, read once when the device is
+/// created. A netdev without one (or with an all-zero one, as `lo`) gets a
+/// random one instead, so that the GUID is still unique, and the same for as
+/// long as the device exists.
+///
+/// # Safety
+///
+/// `ndev` is referenced by the caller.
+unsafe fn mac_of(ndev: *mut b::net_device) -> [u8; 6] {
+    let mut mac = [0u8; 6];
+    // SAFETY: `ndev` is referenced by the caller; `mac` has room for 6 bytes.
+    if !unsafe { b::oxe_netdev_mac(ndev, mac.as_mut_ptr()) } {
+        // Connection management needs a unique GUID even without a MAC.
+        // SAFETY: writes `mac.len()` bytes into `mac`.
+        unsafe { b::get_random_bytes(mac.as_mut_ptr().cast(), mac.len()) };
+        mac[0] = (mac[0] & 0xfe) | 0x02;
+    }
+    mac
+}
+
+/// Creates and registers a device named `name` on `ndev`.
+///
+/// # Safety
+///
+/// `ndev` is referenced by the caller (the core during newlink).
+pub(crate) unsafe fn add(name: &CStr, ndev: *mut b::net_device) -> Result {
+    // SAFETY: the core holds a reference on `ndev` during newlink.
+    if unsafe { b::oxe_is_vlan_dev(ndev) } {
+        pr_err!(
+            "{}: oxe runs on top of a real device only\n",
+            name.to_str().unwrap_or("?")
+        );
+        return Err(EPERM);
+    }
+    // SAFETY: `ndev` is live; a found device comes back referenced.
+    let existing = unsafe { b::ib_device_get_by_netdev(ndev, b::rdma_driver_id_RDMA_DRIVER_RXE) };
+    if !existing.is_null() {
+        // SAFETY: reference taken just above.
+        unsafe { b::ib_device_put(existing) };
+        return Err(EEXIST);
+    }
+
+    // SAFETY: the size covers `OxeDevice`, whose `ib_device` is at offset 0.
+    let ib = unsafe { b::oxe_alloc_ib_device(size_of::<OxeDevice>()) };
+    if ib.is_null() {
+        return Err(ENOMEM);
+    }
+    // SAFETY: `ndev` is referenced (this function's contract).
+    let guid = u64::from_ne_bytes(params::eui64_from_mac(unsafe { mac_of(ndev) }));
+    // SAFETY: a fresh device, seen by no one. Its ops are not set yet, so if
+    // this fails `ib_dealloc_device` calls no `dealloc_driver`; once they are
+    // set, `dealloc_driver` drops the state.
+    let ret = match unsafe { init_in_place::<OxeDevice, _>(ib, DeviceState::new(guid)) } {
+        // SAFETY: a fresh, unregistered oxe device; `ndev` referenced.
+        Ok(()) => unsafe { init_and_register(ib, name, ndev, guid) },
+        Err(e) => e.to_errno(),
+    };
+    if ret != 0 {
+        // This also calls dealloc_driver and drops the netdev reference.
+        // SAFETY: registration failed, so the device is still ours to free.
+        unsafe { b::ib_dealloc_device(ib) };
+        return Err(Error::from_errno(ret));
+    }
+    Ok(())
+}
+
+/// # Safety
+///
+/// `ib` must be a freshly allocated, unregistered oxe device with its state
+/// initialised; `ndev` referenced.
+unsafe fn init_and_register(
+    ib: *mut b::ib_device,
+    name: &CStr,
+    ndev: *mut b::net_device,
+    guid: u64,
+) -> c_int {
+    // SAFETY: per the function's contract: no one else sees the device yet.
+    unsafe {
+        let dev = &mut *ib;
+        dev.name_assign_type = b::rdma_nl_name_assign_type_RDMA_NAME_ASSIGN_TYPE_USER;
+        let desc = b"oxe";
+        for (d, s) in dev.node_desc.iter_mut().zip(desc) {
+            *d = *s;
+        }
+        dev.node_type = b::RDMA_NODE_IB_CA as u8;
+        dev.phys_port_cnt = 1;
+        dev.num_comp_vectors = b::oxe_num_possible_cpus() as c_int;
+        dev.local_dma_lkey = 0;
+        dev.node_guid = guid;
+        // The doorbell and completion events go through these commands.
+        dev.uverbs_cmd_mask |= (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND)
+            | (1u64 << b::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ);
+        // The core copies the table.
+        b::ib_set_device_ops(ib, &super::device_ops());
+
+        let ret = b::ib_device_set_netdev(ib, ndev, PORT);
+        if ret != 0 {
+            return ret;
+        }
+        b::ib_register_device(ib, name.as_char_ptr(), ptr::null_mut())
+    }
+}
+
+/// Netdev notifier, NETDEV_UNREGISTER: the device goes with its netdev. Queued,
+/// because rtnl is held here and unregistration takes it (ib_get_eth_speed).
+///
+/// # Safety
+///
+/// `ndev` is valid for the call (the notifier's).
+pub(crate) unsafe fn netdev_unregistering(ndev: *mut b::net_device) {
+    // SAFETY: `ndev` is valid during the notifier call.
+    let ib = unsafe { b::ib_device_get_by_netdev(ndev, b::rdma_driver_id_RDMA_DRIVER_RXE) };
+    if ib.is_null() {
+        return;
+    }
+    // rdma_rxe is never loaded with oxe, but only our own devices are touched.
+    // SAFETY: `ib` is referenced by ib_device_get_by_netdev.
+    unsafe {
+        if (*ib).ops.owner == crate::THIS_MODULE.as_ptr() {
+            b::ib_unregister_device_queued(ib);
+        }
+        b::ib_device_put(ib);
+    }
+}
+
+/// # Safety
+///
+/// Called by the RDMA core, once, right before it frees the device.
+pub(super) unsafe extern "C" fn dealloc_driver(ib: *mut b::ib_device) {
+    // SAFETY: the ops, hence this callback, are set only once the state is
+    // initialised; the core frees the memory right after.
+    unsafe { drop_in_place::<OxeDevice>(ib) };
+}
+
+/// # Safety
+///
+/// Called by the RDMA core, with live objects and writable outputs.
+pub(super) unsafe extern "C" fn query_device(
+    ib: *mut b::ib_device,
+    attr: *mut b::ib_device_attr,
+    udata: *mut b::ib_udata,
+) -> c_int {
+    // SAFETY: the core passes a live oxe device, a writable attribute block
+    // and NULL (kernel caller) or the command's udata.
+    let (dev, attr, udata) =
+        unsafe { (OxeDevice::from_ib(ib), &mut *attr, Udata::from_raw(udata)) };
+    if let Err(e) = udata::in_empty(udata.as_ref()) {
+        return e.to_errno();
+    }
+    dev.query(attr);
+    to_c(udata::respond_empty(udata.as_ref()))
+}
+
+/// # Safety
+///
+/// Called by the RDMA core, with live objects and writable outputs.
+pub(super) unsafe extern "C" fn query_port(
+    ib: *mut b::ib_device,
+    port: u32,
+    attr: *mut b::ib_port_attr,
+) -> c_int {
+    if let Err(e) = device::check_port(port) {
+        return e.to_errno();
+    }
+    let Some(nd) = NetdevRef::get(ib) else {
+        return ENODEV.to_errno();
+    };
+    // SAFETY: the core passes a zeroed, writable attribute block.
+    let a = unsafe { &mut *attr };
+    device::query_port(a, nd.mtu());
+    let (state, phys_state) = nd.port_state();
+    a.state = state;
+    a.phys_state = phys_state as u8;
+    // Takes rtnl: never called with it held (registration happens outside).
+    // SAFETY: `ib` is live and the outputs point into `attr`.
+    unsafe { b::ib_get_eth_speed(ib, port, &mut a.active_speed, &mut a.active_width) }
+}
+
+/// # Safety
+///
+/// Called by the RDMA core, with live objects and writable outputs.
+pub(super) unsafe extern "C" fn get_port_immutable(
+    _ib: *mut b::ib_device,
+    port: u32,
+    immutable: *mut b::ib_port_immutable,
+) -> c_int {
+    if let Err(e) = device::check_port(port) {
+        return e.to_errno();
+    }
+    // SAFETY: the core passes a writable block.
+    device::port_immutable(unsafe { &mut *immutable });
+    0
+}
+
+/// # Safety
+///
+/// Called by the RDMA core, with live objects.
+pub(super) unsafe extern "C" fn get_link_layer(
+    _ib: *mut b::ib_device,
+    _port: u32,
+) -> b::rdma_link_layer {
+    b::rdma_link_layer_IB_LINK_LAYER_ETHERNET
+}
+
+/// # Safety
+///
+/// Called by the RDMA core, with live objects and writable outputs.
+pub(super) unsafe extern "C" fn query_pkey(
+    _ib: *mut b::ib_device,
+    port: u32,
+    index: u16,
+    pkey: *mut u16,
+) -> c_int {
+    match device::pkey(port, index) {
+        Ok(p) => {
+            // SAFETY: the core passes a writable u16.
+            unsafe { *pkey = p };
+            0
+        }
+        Err(e) => e.to_errno(),
+    }
+}
+
+/// # Safety
+///
+/// Called by the RDMA core with a zeroed ucontext of `size_ib_ucontext`
+/// bytes and the GET_CONTEXT command's udata.
+pub(super) unsafe extern "C" fn alloc_ucontext(
+    ib: *mut b::ib_ucontext,
+    udata: *mut b::ib_udata,
+) -> c_int {
+    // SAFETY: the command's udata.
+    let udata = unsafe { Udata::from_raw(udata) };
+    // librxe sends no driver data with GET_CONTEXT and expects none back.
+    if let Err(e) = udata::in_empty(udata.as_ref()) {
+        return e.to_errno();
+    }
+    // SAFETY: fresh memory the core allocated for an OxeUcontext; it calls
+    // `dealloc_ucontext` only if this succeeds.
+    to_c(unsafe { init_in_place::<OxeUcontext, _>(ib, Mmaps::new()) })
+}
+
+/// # Safety
+///
+/// Called by the RDMA core, once, for a ucontext `alloc_ucontext` set up.
+pub(super) unsafe extern "C" fn dealloc_ucontext(ib: *mut b::ib_ucontext) {
+    // SAFETY: initialised by `alloc_ucontext`; last use.
+    unsafe { drop_in_place::<OxeUcontext>(ib) };
+}
+
+/// Lets the core remove the device (rmmod, `rdma link delete`, netdev gone)
+/// while processes still hold it: the core then destroys their objects, so
+/// every MR is unpinned and every QP's work is flushed. Nothing more to do
+/// here: the rings they mmapped stay valid memory until they unmap them.
+///
+/// # Safety
+///
+/// Called by the core with a live ucontext.
+pub(super) unsafe extern "C" fn disassociate_ucontext(_ib: *mut b::ib_ucontext) {}
+
+/// # Safety
+///
+/// Called by the core for an mmap of the uverbs file of this context.
+pub(super) unsafe extern "C" fn mmap(
+    ib: *mut b::ib_ucontext,
+    vma: *mut b::vm_area_struct,
+) -> c_int {
+    // SAFETY: a live ucontext `alloc_ucontext` set up.
+    let uc = unsafe { from_ib::<OxeUcontext>(ib) };
+    let mmaps = match uc.mmaps() {
+        Ok(m) => m,
+        Err(e) => return e.to_errno(),
+    };
+    to_c(mmaps.mmap(vma))
+}

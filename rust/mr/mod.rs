@@ -1,0 +1,377 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory registration: user MRs pinned by oxe itself (`pages`), translated
+//! by oxe's MTT (`common/mtt.rs`) and named by a key from the device's key
+//! table; the DMA MR of kernel PDs; fast registration (`fast`). The entry
+//! points, and the MR's handover to and from the core, are in `ffi/mr.rs`.
+
+use kernel::prelude::*;
+use kernel::sync::atomic::{ordering, Atomic};
+use kernel::sync::Completion;
+use kernel::types::Opaque;
+
+use crate::access::{self, PdId, PdRights};
+use crate::bindings as b;
+use crate::device::OxeDevice;
+use crate::eopnotsupp;
+use crate::ffi::{self, udata, Udata};
+use crate::irqlock::IrqSpinLock;
+use crate::keys::KeyRef;
+use crate::mtt::{self, Grant, Region, Run};
+
+mod fast;
+mod pages;
+
+use fast::Fast;
+pub(crate) use pages::PAGE_SIZE;
+use pages::{Pinned, PinnedCell, PAGE_SHIFT};
+
+/// What an MR maps.
+pub(crate) enum Kind {
+    /// User memory pinned by `reg_user_mr`. The translation is fixed for the
+    /// MR's life; `rereg_user_mr` may change the PD and the rights.
+    User {
+        /// An [`access::PdRights`], packed: one load gives a check the PD
+        /// and the rights of one and the same registration.
+        rights: Atomic<u64>,
+        region: Region,
+        pinned: PinnedCell,
+    },
+    /// `get_dma_mr`: all of the kernel's linear map; an iova is a kernel
+    /// virtual address (oxe uses virtual DMA, as rdma_rxe does). Its key is
+    /// the MR's.
+    Dma { pd: PdId, access: u32 },
+    /// `alloc_mr`: mapped by `map_mr_sg`, made valid by a REG_MR work request
+    /// and invalidated by LOCAL_INV or SEND_WITH_INV. Its state changes under
+    /// the data path's feet, hence the lock.
+    Fast(Pin<KBox<IrqSpinLock<Fast>>>),
+}
+
+/// One memory region. The RDMA core sees `ib`; the key table and the data
+/// path see the rest. Allocated by oxe, freed an RCU grace period after
+/// deregistration, since lock-free key lookups may still be reading it.
+#[pin_data]
+#[repr(C)]
+pub(crate) struct OxeMr {
+    ib: Opaque<b::ib_mr>,
+    kind: Kind,
+    /// The key it answers to: fixed, except for fast registration.
+    key: Atomic<u32>,
+    /// The key table's reference plus one per data-path user.
+    refs: Atomic<i32>,
+    #[pin]
+    released: Completion,
+    rcu: Opaque<b::callback_head>,
+}
+ffi::core_object!(OxeMr, ib: b::ib_mr);
+
+impl OxeMr {
+    /// A new MR of `kind`, with the key table's reference and no key yet.
+    pub(crate) fn new(kind: Kind) -> impl PinInit<Self, Error> {
+        try_pin_init!(OxeMr {
+            ib: Opaque::zeroed(),
+            kind,
+            key: Atomic::new(0),
+            refs: Atomic::new(1),
+            released <- Completion::new(),
+            rcu: Opaque::uninit(),
+        }? Error)
+    }
+
+    /// The key it answers to now.
+    pub(crate) fn key(&self) -> u32 {
+        self.key.load(ordering::Relaxed)
+    }
+
+    /// Gives a new MR its key, before it is published under it.
+    pub(crate) fn assign_key(&self, key: u32) {
+        self.key.store(key, ordering::Relaxed);
+        if let Kind::Fast(f) = &self.kind {
+            f.lock().grant.key = key;
+        }
+    }
+
+    /// Takes a data-path reference unless the MR is being released.
+    pub(crate) fn try_ref(&self) -> bool {
+        let mut cur = self.refs.load(ordering::Relaxed);
+        while cur > 0 {
+            match self.refs.cmpxchg(cur, cur + 1, ordering::Acquire) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+        false
+    }
+
+    /// Drops a reference; the last one lets deregistration go on.
+    pub(crate) fn unref(&self) {
+        if self.refs.fetch_sub(1, ordering::Release) == 1 {
+            self.released.complete_all();
+        }
+    }
+
+    /// Deregistration: waits until the last reference is gone.
+    pub(crate) fn wait_released(&self) {
+        self.released.wait_for_completion();
+    }
+
+    /// The RCU head the MR is freed through.
+    pub(crate) fn rcu_head(&self) -> *mut b::callback_head {
+        self.rcu.get()
+    }
+
+    /// Where the RCU head is in the MR.
+    pub(crate) const RCU_OFFSET: usize = core::mem::offset_of!(OxeMr, rcu);
+
+    /// `rdma res show mr`: pages pinned, MTT entries and MTT bytes.
+    pub(crate) fn res_stats(&self) -> (u64, u64, u64) {
+        match &self.kind {
+            Kind::User { pinned, .. } => pinned.get().map_or((0, 0, 0), |p| {
+                (
+                    p.runs.iter().map(|r| r.count).sum::<u64>(),
+                    p.runs.len() as u64,
+                    p.table_bytes(),
+                )
+            }),
+            Kind::Dma { .. } => (0, 0, 0),
+            Kind::Fast(m) => {
+                let m = m.lock();
+                let bytes = (m.runs.capacity() + m.staged.capacity()) * size_of::<Run>();
+                (0, m.runs.len() as u64, bytes as u64)
+            }
+        }
+    }
+}
+
+/// Why a local operation on an MR (REG_MR, LOCAL_INV, SEND_WITH_INV) fails.
+#[derive(Debug)]
+pub(crate) struct LocalOpError;
+
+/// A reference on a live MR, from a lookup of `key`.
+pub(crate) struct MrRef {
+    mr: KeyRef<OxeMr>,
+    key: u32,
+}
+
+/// The access check of an MR with no translation table (the DMA MR): any
+/// range that does not wrap.
+fn check_grant(grant: &Grant, req: &mtt::Request) -> Result<(), mtt::AccessError> {
+    mtt::check_grant(grant, req)?;
+    match req.iova.checked_add(req.len) {
+        Some(_) => Ok(()),
+        None => Err(mtt::AccessError::OutOfRange),
+    }
+}
+
+impl MrRef {
+    fn mr(&self) -> &OxeMr {
+        &self.mr
+    }
+
+    /// The access check of the data path: `Ok` if the MR grants `req`, or
+    /// why the access is refused.
+    pub(crate) fn check(&self, req: &mtt::Request) -> Result<(), mtt::AccessError> {
+        match &self.mr().kind {
+            Kind::User {
+                rights,
+                region,
+                pinned,
+            } => {
+                let r = PdRights::unpack(rights.load(ordering::Relaxed));
+                let grant = Grant {
+                    key: self.mr().key(),
+                    pd: r.pd,
+                    access: r.access,
+                };
+                let runs = pinned.get().map_or(&[][..], |p| &p.runs[..]);
+                mtt::check(&grant, region, runs, req).map(|_| ())
+            }
+            Kind::Dma { pd, access } => {
+                let grant = Grant {
+                    key: self.mr().key(),
+                    pd: *pd,
+                    access: *access,
+                };
+                check_grant(&grant, req)
+            }
+            Kind::Fast(f) => {
+                let f = f.lock();
+                if !f.valid {
+                    return Err(mtt::AccessError::BadKey);
+                }
+                mtt::check(&f.grant, &f.region, &f.runs, req).map(|_| ())
+            }
+        }
+    }
+
+    /// Copies `data` into the MR at `iova`. The caller checked the access.
+    pub(crate) fn write(&self, iova: u64, data: &[u8]) -> bool {
+        let mut off = 0usize;
+        self.frags(iova, data.len() as u64, |f| {
+            let len = f.len();
+            let Some(src) = data.get(off..off + len) else {
+                return false;
+            };
+            f.write(src);
+            off += len;
+            true
+        })
+    }
+
+    /// Copies from the MR at `iova` into `out`. The caller checked the access.
+    pub(crate) fn read(&self, iova: u64, out: &mut [u8]) -> bool {
+        let mut off = 0usize;
+        let len = out.len() as u64;
+        self.frags(iova, len, |f| {
+            let n = f.len();
+            let Some(dst) = out.get_mut(off..off + n) else {
+                return false;
+            };
+            f.read(dst);
+            off += n;
+            true
+        })
+    }
+
+    /// Applies `op` to the aligned u64 at `iova` atomically and returns the
+    /// value it had. The caller checked the access and the alignment.
+    pub(crate) fn atomic(&self, iova: u64, op: impl FnOnce(&Atomic<u64>) -> u64) -> Option<u64> {
+        let mut op = Some(op);
+        let mut orig = None;
+        let ok = self.frags(iova, 8, |f| {
+            let Some(op) = op.take() else {
+                return false;
+            };
+            orig = f.atomic(op);
+            orig.is_some()
+        });
+        if ok {
+            orig
+        } else {
+            None
+        }
+    }
+}
+
+/// Finds the live MR named by `key` on `dev`, without locks.
+pub(crate) fn lookup(dev: &OxeDevice, key: u32) -> Option<MrRef> {
+    dev.state()?.keys.get(key).map(|mr| MrRef { mr, key })
+}
+
+/// LOCAL_INV and SEND_WITH_INV: invalidates the fast MR `key` names, if it
+/// is one of `pd`'s.
+pub(crate) fn invalidate(dev: &OxeDevice, key: u32, pd: PdId) -> bool {
+    lookup(dev, key).is_some_and(|m| m.invalidate(pd).is_ok())
+}
+
+/// The MR at the index of `key`, whatever its tag (REG_MR changes the tag).
+pub(crate) fn lookup_index(dev: &OxeDevice, key: u32) -> Option<MrRef> {
+    dev.state()?.keys.get_index(key).map(|mr| {
+        let key = mr.key();
+        MrRef { mr, key }
+    })
+}
+
+fn reg_errno(e: access::RegError) -> Error {
+    match e {
+        access::RegError::Invalid => EINVAL,
+        access::RegError::NotSupported => eopnotsupp(),
+    }
+}
+
+impl Kind {
+    /// `reg_user_mr`: pins `[start, start + length)` for `pd` with `access`,
+    /// to be addressed from `iova`.
+    pub(crate) fn user(
+        pd: PdId,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: u32,
+        udata: Option<&Udata<'_>>,
+    ) -> Result<Kind> {
+        udata::in_empty(udata)?;
+        let range =
+            access::check_user_reg(start, length, iova, access, PAGE_SHIFT).map_err(reg_errno)?;
+        let pinned = Pinned::pin(
+            range.first_page_va,
+            range.npages,
+            access & access::ANY_WRITE != 0,
+        )?;
+        let rights = PdRights { pd, access };
+        Ok(Kind::User {
+            rights: Atomic::new(rights.pack()),
+            region: Region {
+                iova,
+                length,
+                offset: range.offset,
+                page_shift: PAGE_SHIFT,
+            },
+            pinned: PinnedCell::new(pinned),
+        })
+    }
+
+    /// `get_dma_mr`: the DMA MR of kernel PDs, which the core asks for in
+    /// `ib_alloc_pd`, for the PD's `local_dma_lkey`.
+    pub(crate) fn dma(pd: PdId, access: u32) -> Result<Kind> {
+        if access::check_access(access).is_err() {
+            return Err(EINVAL);
+        }
+        Ok(Kind::Dma { pd, access })
+    }
+}
+
+impl OxeMr {
+    /// Re-registration with a new translation (`IB_MR_REREG_TRANS`): the
+    /// access the new MR gets, the old one's unless `flags` gives new ones.
+    pub(crate) fn rereg_trans_access(&self, flags: u32, new_access: u32) -> Result<u32> {
+        let Kind::User { rights, .. } = &self.kind else {
+            return Err(EINVAL);
+        };
+        Ok(if flags & b::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0 {
+            new_access
+        } else {
+            PdRights::unpack(rights.load(ordering::Relaxed)).access
+        })
+    }
+
+    /// Re-registration in place: a new PD (`new_pd`, given with
+    /// `IB_MR_REREG_PD`) and new rights (with `IB_MR_REREG_ACCESS`); keys
+    /// and translation stay. Write rights on pages pinned read-only are
+    /// refused (EOPNOTSUPP): they may be shared copy-on-write, and writing
+    /// them needs pinning anew.
+    pub(crate) fn rereg(
+        &self,
+        flags: u32,
+        new_access: u32,
+        new_pd: Option<PdId>,
+        udata: Option<&Udata<'_>>,
+    ) -> Result {
+        udata::in_empty(udata)?;
+        let Kind::User { rights, pinned, .. } = &self.kind else {
+            return Err(EINVAL);
+        };
+        let set_access = flags & b::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0;
+        if set_access {
+            access::check_access(new_access).map_err(reg_errno)?;
+            let writable = pinned.get().is_some_and(|p| p.dirty);
+            if new_access & access::ANY_WRITE != 0 && !writable {
+                return Err(eopnotsupp());
+            }
+        }
+        // Checked above: from here on nothing fails. One store changes both:
+        // accesses already checked finish under the old pair, new ones see
+        // the new pair, and none sees half of each. The core serialises
+        // rereg of an MR (it holds the uobject exclusively), so nothing
+        // writes in between.
+        let mut r = PdRights::unpack(rights.load(ordering::Relaxed));
+        if let Some(pd) = new_pd {
+            r.pd = pd;
+        }
+        if set_access {
+            r.access = new_access;
+        }
+        rights.store(r.pack(), ordering::Relaxed);
+        Ok(())
+    }
+}

@@ -1,0 +1,330 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Where MRs meet memory: user pages pinned with
+//! `pin_user_pages_fast(FOLL_LONGTERM)` and accounted against
+//! RLIMIT_MEMLOCK, the frames of the kernel's linear map, and the copies and
+//! atomics through `kmap_local_page`. The one place of `mr/` with `unsafe`.
+
+use core::cell::UnsafeCell;
+use core::mem::size_of;
+use core::ptr;
+
+use kernel::alloc::kvec::PushError;
+use kernel::alloc::KVVec;
+use kernel::ffi::{c_int, c_ulong};
+use kernel::prelude::*;
+use kernel::sync::atomic::Atomic;
+
+use super::{Kind, MrRef, OxeMr};
+use crate::bindings as b;
+use crate::mtt::{self, Fragment, Run, RunBuilder};
+
+pub(super) const PAGE_SHIFT: u32 = kernel::page::PAGE_SHIFT as u32;
+pub(crate) const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
+/// Pages pinned per call: one page's worth of page pointers.
+const PIN_BATCH: usize = kernel::page::PAGE_SIZE / size_of::<*mut b::page>();
+
+/// Pinned user pages, as runs, with their accounting. Unpins on drop.
+pub(super) struct Pinned {
+    pub(super) runs: KVVec<Run>,
+    /// Pages charged to `mm->pinned_vm`: the whole request, up front.
+    accounted: u64,
+    mm: *mut b::mm_struct,
+    /// Pinned writable (FOLL_WRITE), and dirtied when unpinned.
+    pub(super) dirty: bool,
+}
+
+// SAFETY: the pages and the mm reference may be released from any thread.
+unsafe impl Send for Pinned {}
+// SAFETY: immutable after construction.
+unsafe impl Sync for Pinned {}
+
+impl Pinned {
+    /// Pins `npages` pages from `va`, batch by batch; a failure part way
+    /// unpins everything pinned so far (through `Drop`).
+    pub(super) fn pin(va: u64, npages: u64, write: bool) -> Result<Self> {
+        let mut mm = ptr::null_mut();
+        // SAFETY: process context of the registering task.
+        kernel::error::to_result(unsafe { b::oxe_account_pinned(npages as c_ulong, &mut mm) })?;
+        let mut this = Pinned {
+            runs: KVVec::new(),
+            accounted: npages,
+            mm,
+            dirty: write,
+        };
+        let mut flags = b::FOLL_LONGTERM;
+        if write {
+            flags |= b::FOLL_WRITE;
+        }
+        let batch = npages.min(PIN_BATCH as u64) as usize;
+        let mut pages = KVec::<*mut b::page>::with_capacity(batch, GFP_KERNEL)?;
+        let mut builder = RunBuilder::new();
+        let mut va = va;
+        let mut left = npages;
+        let result = loop {
+            if left == 0 {
+                break Ok(());
+            }
+            let n = left.min(batch as u64) as usize;
+            // SAFETY: `pages` has room for `n` pointers; `va` is a user address.
+            let got = unsafe {
+                b::pin_user_pages_fast(va as c_ulong, n as c_int, flags, pages.as_mut_ptr())
+            };
+            if got <= 0 {
+                break Err(if got == 0 {
+                    EFAULT
+                } else {
+                    Error::from_errno(got as c_int)
+                });
+            }
+            let got = got as usize;
+            // Worst case every page closes a run: reserve first, so that
+            // pinned pages are always recorded and released.
+            if let Err(e) = this.runs.reserve(got, GFP_KERNEL) {
+                // SAFETY: `pages[..got]` were pinned just now.
+                unsafe { b::unpin_user_pages(pages.as_mut_ptr(), got as c_ulong) };
+                break Err(e.into());
+            }
+            for i in 0..got {
+                // SAFETY: `i < got` pointers were written by the pin call.
+                let pfn = unsafe { b::oxe_page_to_pfn(*pages.as_ptr().add(i)) } as u64;
+                if let Some(run) = builder.push(pfn) {
+                    // Capacity was reserved above.
+                    let _ = this.runs.push_within_capacity(run);
+                }
+            }
+            va += got as u64 * PAGE_SIZE;
+            left -= got as u64;
+        };
+        // The last run: there is usually room left by the batch reservations.
+        if let Some(run) = builder.finish() {
+            if let Err(PushError(run)) = this.runs.push_within_capacity(run) {
+                if this.runs.reserve(1, GFP_KERNEL).is_ok() {
+                    let _ = this.runs.push_within_capacity(run);
+                } else {
+                    // SAFETY: these pages are pinned and recorded nowhere else.
+                    unsafe { unpin_run(&run, this.dirty) };
+                    return Err(ENOMEM);
+                }
+            }
+        }
+        // Growth doubles the table; give the slack back (best effort).
+        if this.runs.capacity() > this.runs.len() {
+            let _ = this.runs.shrink_to(this.runs.len(), GFP_KERNEL);
+        }
+        result.map(|()| this)
+    }
+
+    /// Bytes of translation table.
+    pub(super) fn table_bytes(&self) -> u64 {
+        (self.runs.capacity() * size_of::<Run>()) as u64
+    }
+}
+
+/// # Safety
+///
+/// The run's pages must be pinned, once, by the caller.
+unsafe fn unpin_run(run: &Run, dirty: bool) {
+    // SAFETY: `count` physically contiguous pinned pages from `pfn`: one range call releases them.
+    unsafe {
+        b::unpin_user_page_range_dirty_lock(
+            b::oxe_pfn_to_page(run.pfn as c_ulong),
+            run.count as c_ulong,
+            dirty,
+        )
+    };
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        for run in self.runs.iter() {
+            // SAFETY: every recorded run was pinned by `pin`.
+            unsafe { unpin_run(run, self.dirty) };
+        }
+        // SAFETY: `mm` was grabbed by oxe_account_pinned with this count.
+        unsafe { b::oxe_unaccount_pinned(self.mm, self.accounted as c_ulong) };
+    }
+}
+
+/// A user MR's pinned pages: read without a lock by the data path, which
+/// holds a reference on the MR; released by deregistration once the last
+/// reference is gone, so that the process sees its pins gone when dereg
+/// returns.
+pub(crate) struct PinnedCell(UnsafeCell<Option<Pinned>>);
+
+// SAFETY: shared reads only, until `release`, which excludes them.
+unsafe impl Sync for PinnedCell {}
+// SAFETY: `Pinned` is `Send`.
+unsafe impl Send for PinnedCell {}
+
+impl PinnedCell {
+    pub(super) fn new(p: Pinned) -> Self {
+        PinnedCell(UnsafeCell::new(Some(p)))
+    }
+
+    /// The pages, `None` once released.
+    pub(super) fn get(&self) -> Option<&Pinned> {
+        // SAFETY: written only by `release`, whose caller guarantees that no
+        // one else reads it any more.
+        unsafe { (*self.0.get()).as_ref() }
+    }
+
+    /// Unpins and unaccounts the pages now.
+    ///
+    /// # Safety
+    ///
+    /// No one else uses the cell, now or later, but to drop it: the MR has
+    /// no reference left but the caller's.
+    pub(super) unsafe fn release(&self) {
+        // SAFETY: per the function's contract, this is the only access.
+        drop(unsafe { (*self.0.get()).take() });
+    }
+}
+
+/// The frame behind a kernel virtual address of the linear map (the "DMA
+/// address" of a device using virtual DMA), if it is one.
+pub(super) fn virt_to_pfn(va: u64) -> Option<u64> {
+    // SAFETY: only computes; the address is never dereferenced.
+    let pfn = unsafe { b::oxe_virt_to_pfn(va) };
+    u64::try_from(pfn).ok()
+}
+
+/// Runs `f` on the kernel mapping of frame `pfn`.
+///
+/// # Safety
+///
+/// `pfn` is a page pinned by a live MR (the caller holds a reference on it)
+/// or one of the kernel's linear map.
+unsafe fn with_page<R>(pfn: u64, f: impl FnOnce(*mut u8) -> R) -> R {
+    // SAFETY: a live page, mapped until the matching kunmap_local, in this
+    // scope.
+    unsafe {
+        let va = b::kmap_local_page(b::oxe_pfn_to_page(pfn as c_ulong));
+        let r = f(va.cast());
+        b::kunmap_local(va);
+        r
+    }
+}
+
+/// A page fragment of a live MR that the caller holds a reference on, and
+/// whose access it checked. Made only by [`MrRef::frags`].
+pub(super) struct Frag(Fragment);
+
+impl Frag {
+    pub(super) fn len(&self) -> usize {
+        self.0.len as usize
+    }
+
+    /// Copies `src` (at most the fragment's length) into the fragment.
+    pub(super) fn write(&self, src: &[u8]) {
+        let n = src.len().min(self.len());
+        // SAFETY: the fragment lies inside a page the MR maps, pinned or of
+        // the linear map (see `MrRef::frags`); `n` is at most its length.
+        unsafe {
+            with_page(self.0.pfn, |p| {
+                ptr::copy_nonoverlapping(src.as_ptr(), p.add(self.0.offset as usize), n)
+            })
+        };
+    }
+
+    /// Copies the fragment into `dst` (at most its length).
+    pub(super) fn read(&self, dst: &mut [u8]) {
+        let n = dst.len().min(self.len());
+        // SAFETY: as for `write`.
+        unsafe {
+            with_page(self.0.pfn, |p| {
+                ptr::copy_nonoverlapping(p.add(self.0.offset as usize), dst.as_mut_ptr(), n)
+            })
+        };
+    }
+
+    /// Applies `op` to the fragment as one aligned u64; `None` if it is not
+    /// one.
+    pub(super) fn atomic(&self, op: impl FnOnce(&Atomic<u64>) -> u64) -> Option<u64> {
+        if self.0.len != 8 || self.0.offset % 8 != 0 {
+            return None;
+        }
+        let off = self.0.offset as usize;
+        // Other CPUs and the user may access it concurrently: atomics.
+        // SAFETY: as for `write`; an aligned u64 inside the mapped page.
+        Some(unsafe { with_page(self.0.pfn, |p| op(Atomic::from_ptr(p.add(off).cast()))) })
+    }
+}
+
+/// Visits the fragments of `[iova, iova + len)`; false if any is missing or
+/// `f` refuses one.
+fn walk(cur: Option<mtt::Cursor<'_>>, len: u64, mut f: impl FnMut(Frag) -> bool) -> bool {
+    let Some(cur) = cur else {
+        return false;
+    };
+    let mut done = 0u64;
+    for frag in cur {
+        if !f(Frag(frag)) {
+            return false;
+        }
+        done += u64::from(frag.len);
+    }
+    done == len
+}
+
+impl MrRef {
+    /// Visits the page fragments of `[iova, iova + len)`, which the caller
+    /// checked. A fast-registration MR may have been invalidated since: then
+    /// nothing is visited. The fragments are pages the MR maps, kept so by
+    /// the reference `self` holds.
+    pub(super) fn frags(&self, iova: u64, len: u64, mut f: impl FnMut(Frag) -> bool) -> bool {
+        match &self.mr().kind {
+            Kind::User { region, pinned, .. } => {
+                let runs = pinned.get().map_or(&[][..], |p| &p.runs[..]);
+                walk(region.cursor(runs, iova, len), len, f)
+            }
+            Kind::Dma { .. } => {
+                let mut done = 0u64;
+                while done < len {
+                    let Some(va) = iova.checked_add(done) else {
+                        return false;
+                    };
+                    let Some(pfn) = virt_to_pfn(va) else {
+                        return false;
+                    };
+                    let offset = va & (PAGE_SIZE - 1);
+                    let n = (PAGE_SIZE - offset).min(len - done);
+                    let frag = Fragment {
+                        pfn,
+                        offset: offset as u32,
+                        len: n as u32,
+                    };
+                    if !f(Frag(frag)) {
+                        return false;
+                    }
+                    done += n;
+                }
+                true
+            }
+            Kind::Fast(m) => {
+                // Held across the copy: REG_MR and invalidation wait for it.
+                let m = m.lock();
+                if !m.valid || m.grant.key != self.key {
+                    return false;
+                }
+                walk(m.region.cursor(&m.runs, iova, len), len, f)
+            }
+        }
+    }
+}
+
+impl OxeMr {
+    /// Deregistration, once released: unpins and unaccounts now, so that
+    /// the process sees its pins gone when dereg returns.
+    ///
+    /// # Safety
+    ///
+    /// No reference is left (see [`OxeMr::wait_released`]): nothing reads the
+    /// pages any more.
+    pub(crate) unsafe fn release_pages(&self) {
+        if let Kind::User { pinned, .. } = &self.kind {
+            // SAFETY: per the function's contract.
+            unsafe { pinned.release() };
+        }
+    }
+}
