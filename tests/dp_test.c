@@ -539,6 +539,7 @@ TEST_F_TIMEOUT(dp, error_mid_message_flushes_and_releases_mrs, 180)
 	ASSERT_NE(NULL, sender);
 	ASSERT_NE(NULL, target);
 	ASSERT_EQ(0, connect_rc(self->ctx, sender, self->b.qp->qp_num, ACC_ALL, 0));
+	ASSERT_EQ(0, reconnect_rc(self->ctx, self->b.qp, sender->qp_num, ACC_ALL, 7));
 	memset(self->a.buf, 'm', 3000);
 	wr.wr.rdma.remote_addr = (uintptr_t)dst;
 	wr.wr.rdma.rkey = target->rkey;
@@ -657,6 +658,7 @@ TEST_F(dp, completion_channel_events)
 
 	ASSERT_NE(NULL, qp);
 	ASSERT_EQ(0, connect_rc(self->ctx, qp, self->b.qp->qp_num, ACC_ALL, 7));
+	ASSERT_EQ(0, reconnect_rc(self->ctx, self->b.qp, qp->qp_num, ACC_ALL, 7));
 	ASSERT_EQ(0, ibv_req_notify_cq(cq, 0));
 	ASSERT_EQ(0, post(qp, IBV_WR_RDMA_WRITE, self->a.buf, 8, self->a.mr->lkey,
 			  (uintptr_t)self->b.buf, self->b.mr->rkey, 1));

@@ -101,6 +101,21 @@ static inline int connect_rc(struct ibv_context *ctx, struct ibv_qp *qp, uint32_
 			     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
 }
 
+/*
+ * Points a connected QP at another peer (RESET, then connect_rc): an RC
+ * responder answers its connected QP only, so a test that sends to an
+ * existing QP from a new one must reconnect it to the new one first.
+ */
+static inline int reconnect_rc(struct ibv_context *ctx, struct ibv_qp *qp, uint32_t dest,
+			       int access, int rnr_retry)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RESET };
+
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE))
+		return -1;
+	return connect_rc(ctx, qp, dest, access, rnr_retry);
+}
+
 /* Waits for one completion on @cq (bounded). */
 static inline int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc)
 {
