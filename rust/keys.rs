@@ -38,6 +38,12 @@ pub(crate) struct KeyRef<T: Keyed> {
     obj: NonNull<T>,
 }
 
+// SAFETY: a counted reference, like `Arc<T>`: sendable and shareable when
+// the object itself is.
+unsafe impl<T: Keyed + Send + Sync> Send for KeyRef<T> {}
+// SAFETY: as above.
+unsafe impl<T: Keyed + Send + Sync> Sync for KeyRef<T> {}
+
 impl<T: Keyed> KeyRef<T> {
     /// Takes over a reference the caller holds on `obj`.
     ///

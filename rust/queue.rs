@@ -11,7 +11,6 @@
 use core::mem::{offset_of, size_of};
 use core::ptr::{self, NonNull};
 
-use kernel::ffi::{c_int, c_void};
 use kernel::prelude::*;
 use kernel::sync::atomic::{ordering, Atomic};
 use kernel::sync::{Arc, Mutex};
@@ -325,19 +324,8 @@ impl Mmaps {
     }
 }
 
-/// Withdraws the offers of `bufs` from the ucontext of a uverbs command (see
-/// [`Mmaps::withdraw`]). Nothing to do for kernel objects (`udata` NULL).
-///
-/// # Safety
-///
-/// `udata` must be NULL or the driver udata of a live uverbs command (or of
-/// the core's cleanup of a ucontext's objects) on an oxe device.
-pub(crate) unsafe fn withdraw(udata: *mut b::ib_udata, bufs: &[&SharedBuf]) {
-    // SAFETY: per the function's contract.
-    withdraw_from(unsafe { Udata::from_raw(udata) }.as_ref(), bufs);
-}
-
-/// [`withdraw`] for a command's [`Udata`] (`None` for kernel objects).
+/// Withdraws the offers of `bufs` (see [`Mmaps::withdraw`]) from the
+/// ucontext of a uverbs command; nothing to do for kernel objects (`None`).
 pub(crate) fn withdraw_from(udata: Option<&Udata<'_>>, bufs: &[&SharedBuf]) {
     let Some(uc) = udata.and_then(Udata::ucontext) else {
         return;
@@ -347,14 +335,4 @@ pub(crate) fn withdraw_from(udata: Option<&Udata<'_>>, bufs: &[&SharedBuf]) {
             mmaps.withdraw(buf);
         }
     }
-}
-
-/// Copies `resp` into the response part of `udata`: [`Udata::respond`] for
-/// code that has a raw udata (the QP verbs).
-pub(crate) fn respond<T>(udata: *mut b::ib_udata, resp: &T) -> Result {
-    // SAFETY: `resp` is `size_of::<T>()` readable bytes; the core clips to the user's buffer.
-    let ret: c_int = unsafe {
-        b::_ib_respond_udata(udata, ptr::from_ref(resp).cast::<c_void>(), size_of::<T>())
-    };
-    kernel::error::to_result(ret)
 }

@@ -10,7 +10,7 @@ use core::ptr;
 use core::sync::atomic::{AtomicPtr, Ordering};
 
 use kernel::prelude::*;
-use kernel::workqueue;
+use kernel::workqueue::{self, DelayedWork, Work};
 
 use crate::bindings as b;
 
@@ -55,3 +55,19 @@ pub(crate) fn jiffies(ns: u64) -> kernel::time::Jiffies {
     // SAFETY: a pure conversion.
     unsafe { b::oxe_nsecs_to_jiffies(ns) }
 }
+
+/// Waits for `work` to finish if queued or running; true if it had to wait.
+pub(crate) fn flush<T, const ID: u64>(work: &Work<T, ID>) -> bool {
+    // SAFETY: `work` is a live, initialised work item.
+    unsafe { b::flush_work(Work::raw_get(work)) }
+}
+
+/// Runs `dwork` now if its timer is pending and waits for it (cancelling it
+/// would leak the reference a queued item holds); true if it had to wait.
+pub(crate) fn flush_delayed<T, const ID: u64>(dwork: &DelayedWork<T, ID>) -> bool {
+    // SAFETY: a live, initialised delayed work item, whose `work` is the
+    // first member of its `struct delayed_work` (asserted below).
+    unsafe { b::flush_delayed_work(DelayedWork::raw_as_work(dwork).cast()) }
+}
+
+const _: () = assert!(core::mem::offset_of!(b::delayed_work, work) == 0);

@@ -28,19 +28,6 @@ impl OxeDevice {
     }
 }
 
-impl OxeUcontext {
-    /// The ucontext of a user command.
-    ///
-    /// # Safety
-    ///
-    /// `udata` must be NULL or the driver udata of a live uverbs command on
-    /// an oxe device.
-    pub(crate) unsafe fn from_udata<'a>(udata: *mut b::ib_udata) -> Option<&'a OxeUcontext> {
-        // SAFETY: per the function's contract.
-        unsafe { Udata::from_raw(udata) }?.ucontext()
-    }
-}
-
 /// The device's netdev with a reference held, dropped with the guard.
 struct NetdevRef(*mut b::net_device);
 

@@ -40,7 +40,7 @@
 //! - The verb is registered in [`device_ops`].
 
 use core::mem::size_of;
-use core::ptr;
+use core::ptr::{self, NonNull};
 
 use kernel::ffi::c_int;
 use kernel::prelude::*;
@@ -50,12 +50,13 @@ use crate::cq::OxeCq;
 use crate::device::OxeUcontext;
 use crate::params;
 use crate::pd::OxePd;
-use crate::qp::{self, OxeQp};
+use crate::qp::OxeQp;
 
 pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod mr;
 pub(crate) mod pd;
+pub(crate) mod qp;
 pub(crate) mod udata;
 
 pub(crate) use udata::Udata;
@@ -195,6 +196,42 @@ pub(crate) unsafe trait Plain: Sized {}
 unsafe impl Plain for b::ib_wc {}
 // SAFETY: integers and a union of integers.
 unsafe impl Plain for b::ib_uverbs_wc {}
+// SAFETY: integers, a raw pointer (`grh.sgid_attr`) and unions of those; oxe
+// keeps the address vector as bytes and hands it back as it came.
+unsafe impl Plain for b::rdma_ah_attr {}
+
+/// A reference to an object the core owns and keeps alive for as long as
+/// the holder uses it (the device for its QPs, a QP's CQs until
+/// `destroy_qp` returns), kept in objects that outlive one verb.
+pub(crate) struct CoreRef<T>(NonNull<T>);
+
+impl<T> Clone for CoreRef<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<T> Copy for CoreRef<T> {}
+
+// SAFETY: the referenced objects (device, CQ) synchronise their own state
+// and are used from any thread, as the core uses them.
+unsafe impl<T> Send for CoreRef<T> {}
+// SAFETY: as above.
+unsafe impl<T> Sync for CoreRef<T> {}
+
+impl<T> CoreRef<T> {
+    /// # Safety
+    ///
+    /// `r` stays valid for every use of [`CoreRef::get`] of the result.
+    pub(crate) unsafe fn new(r: &T) -> Self {
+        CoreRef(NonNull::from(r))
+    }
+
+    pub(crate) fn get(&self) -> &T {
+        // SAFETY: valid for as long as it is used (the contract of `new`).
+        unsafe { self.0.as_ref() }
+    }
+}
 
 /// The bytes of `v`.
 pub(crate) fn as_bytes<T: Plain>(v: &T) -> &[u8] {
@@ -248,7 +285,7 @@ pub(crate) fn device_ops() -> b::ib_device_ops {
     ops.poll_cq = Some(cq::poll_cq);
     ops.resize_user_cq = Some(cq::resize_user_cq);
     ops.size_ib_cq = size_of::<OxeCq>();
-    // QP: to come here as `ffi/qp.rs`, in the same pattern.
+    // QP.
     ops.create_qp = Some(qp::create_qp);
     ops.modify_qp = Some(qp::modify_qp);
     ops.query_qp = Some(qp::query_qp);

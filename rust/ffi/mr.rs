@@ -270,3 +270,12 @@ pub(super) unsafe extern "C" fn fill_res_mr_entry(
     unsafe { b::oxe_nl_nest_end(msg, nest) };
     0
 }
+
+// An MR is found by key from any thread (the transport's tasks, any QP's
+// verbs). The core's `ib_mr` inside is written by the core and by this
+// layer's verbs only, which the core serialises with dereg; oxe's own state
+// is atomics, the RCU-freed pin set and immutable fields.
+// SAFETY: as above.
+unsafe impl Send for crate::mr::OxeMr {}
+// SAFETY: as above.
+unsafe impl Sync for crate::mr::OxeMr {}

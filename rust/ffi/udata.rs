@@ -37,7 +37,7 @@ impl<'a> Udata<'a> {
         })
     }
 
-    /// The raw udata, for code not yet ported (the QP verbs).
+    /// The raw udata, for calls into the core.
     pub(crate) fn as_ptr(&self) -> *mut b::ib_udata {
         self.raw.as_ptr()
     }
@@ -49,7 +49,6 @@ impl<'a> Udata<'a> {
     }
 
     /// Bytes of driver data user space sent.
-    #[allow(dead_code, reason = "for the QP verbs, still in qp.rs")]
     pub(crate) fn inlen(&self) -> usize {
         self.get().inlen
     }

@@ -24,6 +24,7 @@ use crate::access::PdId;
 use crate::bindings as b;
 use crate::cq::{Cqe, OxeCq};
 use crate::device::OxeDevice;
+use crate::ffi::CoreRef;
 use crate::fifo::Fifo;
 use crate::irqlock::IrqSpinLock;
 use crate::net::{Packet, Path};
@@ -31,7 +32,17 @@ use crate::params;
 use crate::queue::Queue;
 use crate::wqe;
 
-pub(crate) use verbs::{create_qp, destroy_qp, modify_qp, post_recv, post_send, query_qp, OxeQp};
+pub(crate) use verbs::{CreateArgs, KernelSendWr, QpHandle};
+
+/// The QP the core allocates (`size_ib_qp`): its `ib_qp`, then the QP, which
+/// peers' packet paths and the QP's own tasks also hold.
+#[repr(C)]
+pub(crate) struct OxeQp {
+    ib: kernel::types::Opaque<b::ib_qp>,
+    pub(crate) qp: Arc<Qp>,
+}
+
+crate::ffi::core_object!(OxeQp, ib: b::ib_qp, qp: Arc<Qp>);
 
 pub(crate) const STATE_RESET: u32 = b::ib_qp_state_IB_QPS_RESET;
 pub(crate) const STATE_RTR: u32 = b::ib_qp_state_IB_QPS_RTR;
@@ -124,12 +135,12 @@ const INBOX: usize = 2 * params::MAX_UNACKED_PSNS as usize;
 #[pin_data]
 pub(crate) struct Qp {
     pub(crate) qpn: u32,
-    pub(crate) ib: *mut b::ib_qp,
-    pub(crate) dev: *const OxeDevice,
+    pub(crate) ib: QpHandle,
+    pub(crate) dev: CoreRef<OxeDevice>,
     pub(crate) path: Path,
     pub(crate) pd: PdId,
-    pub(crate) scq: *const OxeCq,
-    pub(crate) rcq: *const OxeCq,
+    pub(crate) scq: CoreRef<OxeCq>,
+    pub(crate) rcq: CoreRef<OxeCq>,
     pub(crate) sq_sig_all: bool,
     /// A user QP: its WQEs come from user memory, and may not use the
     /// kernel-only opcodes (REG_MR).
@@ -169,13 +180,6 @@ const SEND: u64 = 0;
 const RECV: u64 = 1;
 const RETRY: u64 = 2;
 const RNR: u64 = 3;
-
-// The raw pointers name objects the core keeps alive while the QP exists
-// (the device) or until destroy_qp returns (the CQs; see `verbs::teardown`).
-// SAFETY: all mutable state is behind locks.
-unsafe impl Send for Qp {}
-// SAFETY: as above.
-unsafe impl Sync for Qp {}
 
 kernel::impl_has_work! {
     impl HasWork<Self, SEND> for Qp { self.send_work }
@@ -224,8 +228,7 @@ impl Qp {
     }
 
     pub(crate) fn dev(&self) -> &OxeDevice {
-        // SAFETY: the device outlives its QPs.
-        unsafe { &*self.dev }
+        self.dev.get()
     }
 
     /// The send CQ. Only for the verbs, which the core never runs alongside
@@ -233,14 +236,12 @@ impl Qp {
     /// QP seen alive under it: destroy marks it dead, then waits for its
     /// tasks, and the core frees the CQs only after destroy.
     pub(crate) fn scq(&self) -> &OxeCq {
-        // SAFETY: the QP is not destroyed yet, per the above.
-        unsafe { &*self.scq }
+        self.scq.get()
     }
 
     /// The receive CQ, as for [`Qp::scq`].
     pub(crate) fn rcq(&self) -> &OxeCq {
-        // SAFETY: as for `scq`.
-        unsafe { &*self.rcq }
+        self.rcq.get()
     }
 
     pub(crate) fn is_dead(&self) -> bool {
@@ -314,9 +315,7 @@ impl Qp {
 
     /// Raises an asynchronous event on the QP (its owner's event handler).
     pub(crate) fn event(&self, event: b::ib_event_type) {
-        // SAFETY: the ib_qp lives as long as this QP is not destroyed, which
-        // the callers (verbs, and the QP's own tasks) ensure.
-        unsafe { b::oxe_qp_event(self.ib, event) };
+        self.ib.event(event);
     }
 
     /// Moves the QP to ERR after a failure of its own (the requester, the
@@ -344,7 +343,7 @@ impl Qp {
             byte_len,
             ex: 0,
             wc_flags: 0,
-            qp: self.ib,
+            qp: self.ib.as_ptr(),
             qp_num: self.qpn,
             src_qp: 0,
         }

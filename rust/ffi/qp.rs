@@ -1,0 +1,344 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! QP entry points, and what touches the core's `ib_qp`: its number, its
+//! event handler, the kernel clients' WR chains.
+
+use core::ptr::{self, NonNull};
+
+use kernel::ffi::c_int;
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+use super::udata::Udata;
+use super::{drop_in_place, from_ib, init_in_place, to_c, CoreRef};
+use crate::bindings as b;
+use crate::cq::OxeCq;
+use crate::device::OxeDevice;
+use crate::pd;
+use crate::qp::{CreateArgs, KernelSendWr, OxeQp, Qp};
+use crate::wqe::{self, Sge};
+
+/// The core's `ib_qp` of a QP, for its events and for kernel work
+/// completions (`ib_wc.qp`). The core frees it only after `destroy_qp`,
+/// which waits for every task of the QP that could use it.
+#[derive(Clone, Copy)]
+pub(crate) struct QpHandle(NonNull<b::ib_qp>);
+
+// SAFETY: an address the core keeps valid while the QP's tasks run (above);
+// the core's event handlers may be called from any thread.
+unsafe impl Send for QpHandle {}
+// SAFETY: as above; `&QpHandle` only gives the address and raises events.
+unsafe impl Sync for QpHandle {}
+
+impl QpHandle {
+    pub(crate) fn as_ptr(self) -> *mut b::ib_qp {
+        self.0.as_ptr()
+    }
+
+    /// Raises an asynchronous event on the QP (its owner's event handler).
+    pub(crate) fn event(self, event: b::ib_event_type) {
+        // SAFETY: a live ib_qp (see the type); the handler takes its own locks.
+        unsafe { b::oxe_qp_event(self.0.as_ptr(), event) };
+    }
+}
+
+/// Whether the core's transition table allows `cur -> new` with `mask` for
+/// an RC QP.
+pub(crate) fn transition_ok(cur: u32, new: u32, mask: u32) -> bool {
+    // SAFETY: a pure function of its arguments.
+    unsafe { b::ib_modify_qp_is_ok(cur, new, b::ib_qp_type_IB_QPT_RC, mask) }
+}
+
+impl OxeQp {
+    /// # Safety
+    ///
+    /// `ib` must be a live oxe QP.
+    unsafe fn qp<'a>(ib: *mut b::ib_qp) -> &'a Arc<Qp> {
+        // SAFETY: per the function's contract; `create_qp` initialised it.
+        unsafe { &from_ib::<OxeQp>(ib).qp }
+    }
+}
+
+/// # Safety
+///
+/// Called by the RDMA core with a zeroed QP of `size_ib_qp` bytes.
+pub(super) unsafe extern "C" fn create_qp(
+    ib: *mut b::ib_qp,
+    init: *mut b::ib_qp_init_attr,
+    udata: *mut b::ib_udata,
+) -> c_int {
+    // SAFETY: the core passes valid init attributes, a QP whose device and
+    // PD it filled in, and NULL or the command's udata.
+    let (a, dev, pd, udata) = unsafe {
+        (
+            &mut *init,
+            OxeDevice::from_ib((*ib).device),
+            (*ib).pd,
+            Udata::from_raw(udata),
+        )
+    };
+    if a.qp_type != b::ib_qp_type_IB_QPT_RC || !a.srq.is_null() || a.create_flags != 0 {
+        return crate::eopnotsupp().to_errno();
+    }
+    if a.send_cq.is_null() || a.recv_cq.is_null() {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: the core checked that the CQs and the PD belong to this
+    // device; it keeps the device, the CQs and the `ib_qp` alive until
+    // `destroy_qp` returns, which waits for everything that uses them.
+    let args = unsafe {
+        CreateArgs {
+            dev: CoreRef::new(dev),
+            pd: pd::id(pd),
+            scq: CoreRef::new(OxeCq::from_ib(a.send_cq)),
+            rcq: CoreRef::new(OxeCq::from_ib(a.recv_cq)),
+            cap: &mut a.cap,
+            sq_sig_all: a.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR,
+            handle: QpHandle(NonNull::new_unchecked(ib)),
+        }
+    };
+    let qp = match Qp::create(args, udata.as_ref()) {
+        Ok(qp) => qp,
+        Err(e) => return e.to_errno(),
+    };
+    let qpn = qp.qpn;
+    // SAFETY: fresh memory the core allocated for an OxeQp, seen by no one
+    // else yet; the core calls `destroy_qp` only if this verb succeeds.
+    match unsafe { init_in_place::<OxeQp, core::convert::Infallible>(ib, qp.clone()) } {
+        Ok(()) => {}
+        Err(e) => match e {},
+    }
+    // SAFETY: the core reads `qp_num` after this verb returns.
+    unsafe { (*ib).qp_num = qpn };
+    if let Some(u) = &udata {
+        // Offered last: a create that fails after the offers withdraws them.
+        if let Err(e) = qp.respond_user(u) {
+            qp.teardown(Some(u));
+            // SAFETY: the core calls no destroy when create fails.
+            unsafe { drop_in_place::<OxeQp>(ib) };
+            return e.to_errno();
+        }
+    }
+    0
+}
+
+/// # Safety
+///
+/// Called by the RDMA core for a live QP, once.
+pub(super) unsafe extern "C" fn destroy_qp(ib: *mut b::ib_qp, udata: *mut b::ib_udata) -> c_int {
+    // SAFETY: a live QP; `udata` NULL or the command's (or the core's cleanup's).
+    let (qp, udata) = unsafe { (OxeQp::qp(ib), Udata::from_raw(udata)) };
+    qp.teardown(udata.as_ref());
+    // SAFETY: last use; the core frees the memory after this returns.
+    unsafe { drop_in_place::<OxeQp>(ib) };
+    0
+}
+
+/// # Safety
+///
+/// Called by the RDMA core for a live QP with valid attributes.
+pub(super) unsafe extern "C" fn modify_qp(
+    ib: *mut b::ib_qp,
+    attr: *mut b::ib_qp_attr,
+    mask: c_int,
+    udata: *mut b::ib_udata,
+) -> c_int {
+    // SAFETY: a live QP, the core's attributes, NULL or the command's udata.
+    let (qp, a, udata) = unsafe { (OxeQp::qp(ib), &*attr, Udata::from_raw(udata)) };
+    to_c(qp.modify(a, mask as u32, udata.as_ref()))
+}
+
+/// # Safety
+///
+/// Called by the RDMA core for a live QP with writable outputs.
+pub(super) unsafe extern "C" fn query_qp(
+    ib: *mut b::ib_qp,
+    attr: *mut b::ib_qp_attr,
+    _mask: c_int,
+    init: *mut b::ib_qp_init_attr,
+) -> c_int {
+    // SAFETY: a live QP and the caller's writable outputs.
+    let (qp, a, i) = unsafe { (OxeQp::qp(ib), &mut *attr, &mut *init) };
+    qp.query(a, i);
+    0
+}
+
+/// SGE `i` of a kernel WR's list of `n`.
+///
+/// # Safety
+///
+/// `list` points to `n` SGEs, valid for as long as the result is used.
+unsafe fn sge(list: *const b::ib_sge, n: u32, i: u32) -> Option<Sge> {
+    if i >= n {
+        return None;
+    }
+    // SAFETY: `i < n`, per the function's contract.
+    let s = unsafe { &*list.add(i as usize) };
+    Some(Sge {
+        addr: s.addr,
+        length: s.length,
+        lkey: s.lkey,
+    })
+}
+
+/// A kernel client's send WR as a WQE; EINVAL for a REG_MR without an MR.
+///
+/// # Safety
+///
+/// `w` is a WR of a kernel client's chain, embedded in the `ib_*_wr` its
+/// opcode says.
+unsafe fn send_wqe(w: &b::ib_send_wr) -> Result<wqe::SendWqe> {
+    let opcode = w.opcode;
+    // SAFETY: plain integer members of unions.
+    let (wr_id, ex) = unsafe { (*w.__bindgen_anon_1.wr_id.as_ref(), *w.ex.imm_data.as_ref()) };
+    let mut x = wqe::SendWqe {
+        wr_id,
+        opcode,
+        send_flags: w.send_flags as u32,
+        ex,
+        num_sge: w.num_sge as u32,
+        ..Default::default()
+    };
+    match opcode {
+        wqe::wr::RDMA_WRITE | wqe::wr::RDMA_WRITE_WITH_IMM | wqe::wr::RDMA_READ => {
+            // SAFETY: `w` is embedded in an ib_rdma_wr for these opcodes.
+            let r = unsafe { &*ptr::from_ref(w).cast::<b::ib_rdma_wr>() };
+            x.remote_addr = r.remote_addr;
+            x.rkey = r.rkey;
+        }
+        wqe::wr::ATOMIC_CMP_AND_SWP | wqe::wr::ATOMIC_FETCH_AND_ADD => {
+            // SAFETY: `w` is embedded in an ib_atomic_wr for these opcodes.
+            let r = unsafe { &*ptr::from_ref(w).cast::<b::ib_atomic_wr>() };
+            x.remote_addr = r.remote_addr;
+            x.rkey = r.rkey;
+            x.compare_add = r.compare_add;
+            x.swap = r.swap;
+        }
+        wqe::wr::REG_MR => {
+            // SAFETY: `w` is embedded in an ib_reg_wr for this opcode.
+            let r = unsafe { &*ptr::from_ref(w).cast::<b::ib_reg_wr>() };
+            if r.mr.is_null() {
+                return Err(EINVAL);
+            }
+            // The MR is named by its key, not by pointer: the requester looks
+            // it up, so a WR that outlives its MR finds nothing.
+            // SAFETY: the caller's MR, live while the WR is being posted.
+            x.mr_key = unsafe { (*r.mr).lkey };
+            x.rkey = r.key;
+            x.access = r.access as u32;
+        }
+        _ => {}
+    }
+    Ok(x)
+}
+
+/// The doorbell of user QPs (`wr` is NULL: WQEs are in the shared ring), and
+/// kernel posting, from any context.
+///
+/// # Safety
+///
+/// Called by the RDMA core for a live QP; `wr` is NULL or a kernel WR chain.
+pub(super) unsafe extern "C" fn post_send(
+    ib: *mut b::ib_qp,
+    wr: *const b::ib_send_wr,
+    bad: *mut *const b::ib_send_wr,
+) -> c_int {
+    // SAFETY: a live QP.
+    let qp = unsafe { OxeQp::qp(ib) };
+    let set_bad = |w: *const b::ib_send_wr| {
+        if !bad.is_null() {
+            // SAFETY: the caller's out pointer.
+            unsafe { *bad = w };
+        }
+    };
+    if !qp.can_post_send() {
+        set_bad(wr);
+        return EINVAL.to_errno();
+    }
+    if wr.is_null() {
+        qp.schedule();
+        return 0;
+    }
+    let res = qp.with_kernel_sq(|ksq| {
+        let mut cur = wr;
+        while !cur.is_null() {
+            // SAFETY: a WR of the caller's chain, live during the call.
+            let w = unsafe { &*cur };
+            let (list, n) = (w.sg_list, w.num_sge as u32);
+            // SAFETY: `list` has `n` SGEs, live during the call.
+            let sges = move |i| unsafe { sge(list, n, i) };
+            // A kernel client's inline SGE names `length` readable bytes at a
+            // kernel virtual address (oxe uses virtual DMA).
+            // SAFETY: as just said; the bytes are only read, during the call.
+            let bytes = |s: &Sge| unsafe {
+                core::slice::from_raw_parts(s.addr as usize as *const u8, s.length as usize)
+            };
+            // SAFETY: `w` is embedded in the ib_*_wr its opcode says.
+            let posted = unsafe { send_wqe(w) }.and_then(|wqe| {
+                ksq.post(&KernelSendWr {
+                    wqe,
+                    sges: &sges,
+                    bytes: &bytes,
+                })
+            });
+            if let Err(e) = posted {
+                return Err((cur, e));
+            }
+            cur = w.next;
+        }
+        Ok(())
+    });
+    match res {
+        Ok(Ok(())) => 0,
+        Ok(Err((at, e))) => {
+            set_bad(at);
+            e.to_errno()
+        }
+        Err(e) => {
+            set_bad(wr);
+            e.to_errno()
+        }
+    }
+}
+
+/// Kernel receive posting (user QPs write their RQ ring directly).
+///
+/// # Safety
+///
+/// Called by the RDMA core for a live QP with a kernel WR chain.
+pub(super) unsafe extern "C" fn post_recv(
+    ib: *mut b::ib_qp,
+    wr: *const b::ib_recv_wr,
+    bad: *mut *const b::ib_recv_wr,
+) -> c_int {
+    // SAFETY: a live QP.
+    let qp = unsafe { OxeQp::qp(ib) };
+    let res = qp.with_kernel_rq(|krq| {
+        let mut cur = wr;
+        while !cur.is_null() {
+            // SAFETY: a WR of the caller's chain, live during the call.
+            let w = unsafe { &*cur };
+            let (list, n) = (w.sg_list, w.num_sge as u32);
+            // SAFETY: `list` has `n` SGEs, live during the call.
+            let sges = move |i| unsafe { sge(list, n, i) };
+            // SAFETY: plain integer member of a union.
+            let wr_id = unsafe { *w.__bindgen_anon_1.wr_id.as_ref() };
+            if let Err(e) = krq.post(wr_id, n, &sges) {
+                return Err((cur, e));
+            }
+            cur = w.next;
+        }
+        Ok(())
+    });
+    let res = res.map_err(|e| (wr, e)).and_then(|r| r);
+    match res {
+        Ok(()) => 0,
+        Err((at, e)) => {
+            if !bad.is_null() {
+                // SAFETY: the caller's out pointer.
+                unsafe { *bad = at };
+            }
+            e.to_errno()
+        }
+    }
+}
