@@ -615,6 +615,77 @@ TEST(rnr_retry_exceeded)
 	EXPECT_EQ(IBV_WC_RNR_RETRY_EXC_ERR, wc.status);
 }
 
+/*
+ * Packets to a QP that is not ready (INIT) are dropped, as on a network: the
+ * requester's ACK timeout sends them again, and once the peer is ready the
+ * message goes through. Timeout 18 (1.07 s) with 7 retries leaves 8.6 s for
+ * the peer to come up, which here takes a 100 ms sleep and two modify_qp.
+ */
+TEST(retransmits_until_the_peer_is_ready)
+{
+	struct ibv_context *ctx = open_dev();
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_INIT, .port_num = 1,
+				  .qp_access_flags = ACC_ALL };
+	struct side a, b;
+	struct ibv_wc wc;
+
+	ASSERT_NE(NULL, ctx);
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	ASSERT_EQ(0, setup_side(ctx, &a, pd, 16, ACC_ALL));
+	ASSERT_EQ(0, setup_side(ctx, &b, pd, 16, ACC_ALL));
+	ASSERT_EQ(0, connect_rc_timeout(ctx, a.qp, b.qp->qp_num, ACC_ALL, 7, 18, 7));
+	ASSERT_EQ(0, ibv_modify_qp(b.qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+				   IBV_QP_ACCESS_FLAGS));
+	ASSERT_EQ(0, post_recv(b.qp, b.buf, 4096, b.mr->lkey, 2));
+	memset(a.buf, 't', 3000);
+	ASSERT_EQ(0, post(a.qp, IBV_WR_SEND, a.buf, 3000, a.mr->lkey, 0, 0, 1));
+	usleep(100000);
+	EXPECT_EQ(0, ibv_poll_cq(a.cq, 1, &wc)) TH_LOG("completed while the peer was in INIT");
+	ASSERT_EQ(0, connect_rc(ctx, b.qp, a.qp->qp_num, ACC_ALL, 7));
+	ASSERT_EQ(1, wait_wc(a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	ASSERT_EQ(1, wait_wc(b.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(3000, wc.byte_len);
+	EXPECT_EQ('t', b.buf[2999]);
+}
+
+/*
+ * A peer that never answers: after retry_cnt retransmissions the WQE
+ * completes with RETRY_EXC_ERR, the QP goes to ERR and its owner gets
+ * IBV_EVENT_QP_FATAL.
+ */
+TEST(retry_exceeded_when_the_peer_never_answers)
+{
+	struct ibv_context *ctx = open_dev();
+	struct ibv_qp_init_attr qia;
+	struct ibv_async_event ev;
+	struct ibv_qp_attr qa;
+	struct pollfd pfd;
+	struct side a, b;
+	struct ibv_wc wc;
+
+	ASSERT_NE(NULL, ctx);
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	ASSERT_EQ(0, setup_side(ctx, &a, pd, 16, ACC_ALL));
+	ASSERT_EQ(0, setup_side(ctx, &b, pd, 16, ACC_ALL));
+	/* B stays in RESET; timeout 8 is 1 ms. */
+	ASSERT_EQ(0, connect_rc_timeout(ctx, a.qp, b.qp->qp_num, ACC_ALL, 7, 8, 2));
+	ASSERT_EQ(0, post(a.qp, IBV_WR_RDMA_WRITE, a.buf, 64, a.mr->lkey, (uintptr_t)b.buf,
+			  b.mr->rkey, 1));
+	ASSERT_EQ(1, wait_wc(a.cq, &wc));
+	EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	ASSERT_EQ(0, ibv_query_qp(a.qp, &qa, IBV_QP_STATE, &qia));
+	EXPECT_EQ(IBV_QPS_ERR, qa.qp_state);
+	pfd.fd = ctx->async_fd;
+	pfd.events = POLLIN;
+	ASSERT_EQ(1, poll(&pfd, 1, 5000)) TH_LOG("no async event");
+	ASSERT_EQ(0, ibv_get_async_event(ctx, &ev));
+	EXPECT_EQ(IBV_EVENT_QP_FATAL, ev.event_type);
+	EXPECT_EQ(a.qp, ev.element.qp);
+	ibv_ack_async_event(&ev);
+}
+
 TEST(cq_overflow_raises_cq_error)
 {
 	struct ibv_context *ctx = open_dev();

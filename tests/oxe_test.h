@@ -60,9 +60,12 @@ static inline int gid_index(struct ibv_context *ctx)
 	return 0;
 }
 
-/* RESET -> INIT -> RTR -> RTS towards QP @dest of this device, MTU 1024. */
-static inline int connect_rc(struct ibv_context *ctx, struct ibv_qp *qp, uint32_t dest,
-			     int access, int rnr_retry)
+/*
+ * RESET -> INIT -> RTR -> RTS towards QP @dest of this device, MTU 1024, with
+ * the requester's ACK timeout (4.096 us << @timeout) and @retry_cnt.
+ */
+static inline int connect_rc_timeout(struct ibv_context *ctx, struct ibv_qp *qp, uint32_t dest,
+				     int access, int rnr_retry, int timeout, int retry_cnt)
 {
 	int gi = gid_index(ctx);
 	union ibv_gid gid;
@@ -92,13 +95,20 @@ static inline int connect_rc(struct ibv_context *ctx, struct ibv_qp *qp, uint32_
 		return -1;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
-	a.timeout = 14;
-	a.retry_cnt = 7;
+	a.timeout = timeout;
+	a.retry_cnt = retry_cnt;
 	a.rnr_retry = rnr_retry;
 	a.sq_psn = 100;
 	a.max_rd_atomic = 16;
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* As connect_rc_timeout, with the usual timeout 14 (67 ms) and 7 retries. */
+static inline int connect_rc(struct ibv_context *ctx, struct ibv_qp *qp, uint32_t dest,
+			     int access, int rnr_retry)
+{
+	return connect_rc_timeout(ctx, qp, dest, access, rnr_retry, 14, 7);
 }
 
 /*
