@@ -583,6 +583,41 @@ TEST_F_TIMEOUT(dp, error_mid_message_flushes_and_releases_mrs, 180)
 	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 }
 
+/*
+ * modify_qp checks the transition against the QP's state and applies it
+ * under the same locks as the QP's own failures: a failure while a modify_qp
+ * is under way is not overwritten. Before, modify_qp validated a snapshot of
+ * the state taken before it waited for the SQ lock, which the requester held
+ * through a 1 MiB WRITE and then a WRITE with a bad lkey that moved the QP to
+ * ERR; the RTS -> RTS modify waiting meanwhile then wrote RTS back over ERR,
+ * leaving an RTS QP with a flushed RQ. Here modify_qp runs in a loop from the
+ * moment the two WRITEs are posted; once the QP is in ERR it must fail
+ * (ERR -> RTS is no transition) and the QP must stay in ERR.
+ */
+TEST_F(dp, modify_during_a_failure_keeps_err)
+{
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_RTS, .min_rnr_timer = 2 };
+	struct ibv_qp_init_attr qia;
+	struct ibv_wc wc;
+	int i;
+
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_RDMA_WRITE, self->a.buf, BUF, self->a.mr->lkey,
+			  (uintptr_t)self->b.buf, self->b.mr->rkey, 1));
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_RDMA_WRITE, self->a.buf, 64, self->a.mr->lkey ^ 0x55,
+			  (uintptr_t)self->b.buf, self->b.mr->rkey, 2));
+	for (i = 0; i < 100000; i++)
+		if (ibv_modify_qp(self->a.qp, &qa, IBV_QP_STATE | IBV_QP_MIN_RNR_TIMER))
+			break;
+	TH_LOG("modify_qp succeeded %d times before the failure", i);
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(1, wc.wr_id);
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(2, wc.wr_id);
+	EXPECT_EQ(IBV_WC_LOC_PROT_ERR, wc.status);
+	ASSERT_EQ(0, ibv_query_qp(self->a.qp, &qa, IBV_QP_STATE, &qia));
+	EXPECT_EQ(IBV_QPS_ERR, qa.qp_state) TH_LOG("the failure was overwritten by modify_qp");
+}
+
 TEST_F(dp, rnr_waits_for_a_receive)
 {
 	struct ibv_wc wc;
