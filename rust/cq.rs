@@ -10,7 +10,7 @@ use kernel::prelude::*;
 use kernel::types::Opaque;
 
 use crate::bindings as b;
-use crate::ffi::{self, Udata};
+use crate::ib::{self, Udata};
 use crate::irqlock::{new_irq_spinlock, IrqSpinLock};
 use crate::params;
 use crate::queue::{self, Queue};
@@ -37,7 +37,7 @@ pub(crate) struct OxeCq {
     ib: Opaque<b::ib_cq>,
     state: CqState,
 }
-ffi::core_object!(OxeCq, ib: b::ib_cq, state: CqState);
+ib::core_object!(OxeCq, ib: b::ib_cq, state: CqState);
 
 /// What a CQ owns besides its `ib_cq`.
 #[pin_data]
@@ -120,9 +120,9 @@ impl OxeCq {
             return Err(EBUSY);
         }
         let res = if state.user {
-            inner.queue.produce(ffi::as_bytes(&ffi::cq::uverbs_wc(cqe)))
+            inner.queue.produce(ib::as_bytes(&ib::cq::uverbs_wc(cqe)))
         } else {
-            inner.queue.produce(ffi::as_bytes(&ffi::cq::kernel_wc(cqe)))
+            inner.queue.produce(ib::as_bytes(&ib::cq::kernel_wc(cqe)))
         };
         if res.is_err() {
             inner.error = true;
@@ -199,7 +199,7 @@ impl OxeCq {
         let mut got = 0;
         for slot in out.iter_mut() {
             let mut wc: b::ib_wc = pin_init::zeroed();
-            if !inner.queue.pop_into(ffi::as_bytes_mut(&mut wc)) {
+            if !inner.queue.pop_into(ib::as_bytes_mut(&mut wc)) {
                 break;
             }
             slot.write(wc);

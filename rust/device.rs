@@ -10,7 +10,7 @@ use kernel::sync::atomic::Atomic;
 use kernel::types::Opaque;
 
 use crate::bindings as b;
-use crate::ffi;
+use crate::ib;
 use crate::keys::KeyTable;
 use crate::mr::OxeMr;
 use crate::params;
@@ -25,7 +25,7 @@ pub(crate) struct OxeDevice {
     ib: Opaque<b::ib_device>,
     state: DeviceState,
 }
-ffi::core_object!(OxeDevice, ib: b::ib_device, state: DeviceState);
+ib::core_object!(OxeDevice, ib: b::ib_device, state: DeviceState);
 
 /// What an oxe device owns besides its `ib_device`.
 #[pin_data]
@@ -150,7 +150,7 @@ pub(crate) struct OxeUcontext {
     ib: Opaque<b::ib_ucontext>,
     mmaps: Mmaps,
 }
-ffi::core_object!(OxeUcontext, ib: b::ib_ucontext, mmaps: Mmaps);
+ib::core_object!(OxeUcontext, ib: b::ib_ucontext, mmaps: Mmaps);
 
 impl OxeUcontext {
     /// The context's mmap offers. Always there: the `Result` is for the

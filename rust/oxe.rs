@@ -27,6 +27,7 @@ mod cq;
 mod device;
 mod ffi;
 mod fifo;
+mod ib;
 mod irqlock;
 mod keys;
 mod link;

@@ -8,7 +8,7 @@ use kernel::types::Opaque;
 
 use crate::access::PdId;
 use crate::bindings as b;
-use crate::ffi;
+use crate::ib;
 
 /// The core allocates it (`size_ib_pd`); `id` is written in place by
 /// `alloc_pd`.
@@ -19,7 +19,7 @@ pub(crate) struct OxePd {
     /// word with its rights (`access::PdRights`).
     id: PdId,
 }
-ffi::core_object!(OxePd, ib: b::ib_pd, id: PdId);
+ib::core_object!(OxePd, ib: b::ib_pd, id: PdId);
 
 impl OxePd {
     /// The PD's identity for access checks.
@@ -27,5 +27,3 @@ impl OxePd {
         self.id
     }
 }
-
-pub(crate) use crate::ffi::pd::id;

@@ -16,7 +16,7 @@ use kernel::sync::atomic::{ordering, Atomic};
 use kernel::sync::{Arc, Mutex};
 
 use crate::bindings as b;
-use crate::ffi::Udata;
+use crate::ib::Udata;
 
 const PAGE_SIZE: usize = kernel::page::PAGE_SIZE;
 const HEADER: usize = size_of::<b::rxe_queue_buf>();

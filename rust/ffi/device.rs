@@ -10,10 +10,10 @@ use core::ptr;
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 
-use super::udata::{self, Udata};
 use super::{drop_in_place, from_ib, init_in_place, to_c};
 use crate::bindings as b;
 use crate::device::{self, DeviceState, OxeDevice, OxeUcontext, PORT};
+use crate::ib::udata::{self, Udata};
 use crate::params;
 use crate::queue::Mmaps;
 

@@ -9,13 +9,13 @@ use core::ptr;
 use kernel::ffi::{c_int, c_uint};
 use kernel::prelude::*;
 
-use super::udata::Udata;
+use super::pd;
 use super::{err_ptr, from_ib, ib_ptr, to_c, to_c_ptr};
 use crate::bindings as b;
 use crate::device::OxeDevice;
+use crate::ib::Udata;
 use crate::keys::{KeyRef, Keyed};
 use crate::mr::{Kind, OxeMr};
-use crate::pd;
 
 // `try_ref` fails once the count hit zero, `dereg_mr` waits for it to hit
 // zero before the pages go, and the memory is freed through call_rcu only

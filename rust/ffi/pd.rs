@@ -4,10 +4,10 @@
 
 use kernel::ffi::c_int;
 
-use super::udata::{self, Udata};
 use super::{from_ib, init_in_place};
 use crate::access::PdId;
 use crate::bindings as b;
+use crate::ib::udata::{self, Udata};
 use crate::pd::OxePd;
 
 /// A PD's identity for access checks.

@@ -9,45 +9,14 @@ use kernel::ffi::c_int;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 
-use super::udata::Udata;
 use super::{drop_in_place, from_ib, init_in_place, to_c, CoreRef};
 use crate::bindings as b;
 use crate::cq::OxeCq;
 use crate::device::OxeDevice;
-use crate::pd;
+use crate::ib::qp::QpHandle;
+use crate::ib::Udata;
 use crate::qp::{CreateArgs, KernelSendWr, OxeQp, Qp};
 use crate::wqe::{self, Sge};
-
-/// The core's `ib_qp` of a QP, for its events and for kernel work
-/// completions (`ib_wc.qp`). The core frees it only after `destroy_qp`,
-/// which waits for every task of the QP that could use it.
-#[derive(Clone, Copy)]
-pub(crate) struct QpHandle(NonNull<b::ib_qp>);
-
-// SAFETY: an address the core keeps valid while the QP's tasks run (above);
-// the core's event handlers may be called from any thread.
-unsafe impl Send for QpHandle {}
-// SAFETY: as above; `&QpHandle` only gives the address and raises events.
-unsafe impl Sync for QpHandle {}
-
-impl QpHandle {
-    pub(crate) fn as_ptr(self) -> *mut b::ib_qp {
-        self.0.as_ptr()
-    }
-
-    /// Raises an asynchronous event on the QP (its owner's event handler).
-    pub(crate) fn event(self, event: b::ib_event_type) {
-        // SAFETY: a live ib_qp (see the type); the handler takes its own locks.
-        unsafe { b::oxe_qp_event(self.0.as_ptr(), event) };
-    }
-}
-
-/// Whether the core's transition table allows `cur -> new` with `mask` for
-/// an RC QP.
-pub(crate) fn transition_ok(cur: u32, new: u32, mask: u32) -> bool {
-    // SAFETY: a pure function of its arguments.
-    unsafe { b::ib_modify_qp_is_ok(cur, new, b::ib_qp_type_IB_QPT_RC, mask) }
-}
 
 impl OxeQp {
     /// # Safety
@@ -89,12 +58,12 @@ pub(super) unsafe extern "C" fn create_qp(
     let args = unsafe {
         CreateArgs {
             dev: CoreRef::new(dev),
-            pd: pd::id(pd),
+            pd: super::pd::id(pd),
             scq: CoreRef::new(OxeCq::from_ib(a.send_cq)),
             rcq: CoreRef::new(OxeCq::from_ib(a.recv_cq)),
             cap: &mut a.cap,
             sq_sig_all: a.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR,
-            handle: QpHandle(NonNull::new_unchecked(ib)),
+            handle: QpHandle::new(NonNull::new_unchecked(ib)),
         }
     };
     let qp = match Qp::create(args, udata.as_ref()) {

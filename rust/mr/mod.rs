@@ -14,7 +14,7 @@ use crate::access::{self, PdId, PdRights};
 use crate::bindings as b;
 use crate::device::OxeDevice;
 use crate::eopnotsupp;
-use crate::ffi::{self, udata, Udata};
+use crate::ib::{self, udata, Udata};
 use crate::irqlock::IrqSpinLock;
 use crate::keys::KeyRef;
 use crate::mtt::{self, Grant, Region, Run};
@@ -63,7 +63,7 @@ pub(crate) struct OxeMr {
     released: Completion,
     rcu: Opaque<b::callback_head>,
 }
-ffi::core_object!(OxeMr, ib: b::ib_mr);
+ib::core_object!(OxeMr, ib: b::ib_mr);
 
 impl OxeMr {
     /// A new MR of `kind`, with the key table's reference and no key yet.

@@ -24,8 +24,8 @@ use crate::access::PdId;
 use crate::bindings as b;
 use crate::cq::{Cqe, OxeCq};
 use crate::device::OxeDevice;
-use crate::ffi::CoreRef;
 use crate::fifo::Fifo;
+use crate::ib::CoreRef;
 use crate::irqlock::IrqSpinLock;
 use crate::net::{Packet, Path};
 use crate::params;
@@ -42,7 +42,7 @@ pub(crate) struct OxeQp {
     pub(crate) qp: Arc<Qp>,
 }
 
-crate::ffi::core_object!(OxeQp, ib: b::ib_qp, qp: Arc<Qp>);
+crate::ib::core_object!(OxeQp, ib: b::ib_qp, qp: Arc<Qp>);
 
 pub(crate) const STATE_RESET: u32 = b::ib_qp_state_IB_QPS_RESET;
 pub(crate) const STATE_RTR: u32 = b::ib_qp_state_IB_QPS_RTR;

@@ -15,15 +15,15 @@ use crate::access::PdId;
 use crate::bindings as b;
 use crate::cq::OxeCq;
 use crate::device::OxeDevice;
-use crate::ffi::{self, udata, CoreRef, Udata};
 use crate::fifo::Fifo;
+use crate::ib::{self, udata, CoreRef, Udata};
 use crate::irqlock::new_irq_spinlock;
 use crate::net::Path;
 use crate::params;
 use crate::queue::{self, Queue};
 use crate::wqe::{self, Sge};
 
-pub(crate) use crate::ffi::qp::QpHandle;
+pub(crate) use crate::ib::qp::QpHandle;
 
 fn send_elem(max_sge: u32, max_inline: u32) -> usize {
     wqe::SEND_WQE_SGE_OFFSET + (max_sge as usize * wqe::SGE_SIZE).max(max_inline as usize)
@@ -248,7 +248,7 @@ impl Qp {
         } else {
             cur_state
         };
-        if !ffi::qp::transition_ok(cur_state, new_state, mask) {
+        if !ib::qp::transition_ok(cur_state, new_state, mask) {
             return Err(EINVAL);
         }
         if mask & b::ib_qp_attr_mask_IB_QP_PORT != 0 && a.port_num != 1 {
@@ -286,7 +286,7 @@ impl Qp {
                 s.qkey = a.qkey;
             }
             if mask & b::ib_qp_attr_mask_IB_QP_AV != 0 {
-                s.ah.copy_from_slice(ffi::as_bytes(&a.ah_attr));
+                s.ah.copy_from_slice(ib::as_bytes(&a.ah_attr));
             }
             if mask & b::ib_qp_attr_mask_IB_QP_PATH_MTU != 0 {
                 s.mtu_enum = a.path_mtu;
@@ -351,7 +351,7 @@ impl Qp {
         a.sq_psn = s.sq_psn;
         a.dest_qp_num = s.dest_qpn;
         a.qp_access_flags = s.access as c_int;
-        ffi::as_bytes_mut(&mut a.ah_attr).copy_from_slice(&s.ah);
+        ib::as_bytes_mut(&mut a.ah_attr).copy_from_slice(&s.ah);
         a.pkey_index = s.pkey_index;
         a.port_num = s.port.into();
         a.max_rd_atomic = s.max_rd_atomic;
