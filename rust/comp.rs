@@ -147,17 +147,16 @@ fn ack_through(qp: &Arc<Qp>, sq: &mut SendSide, psn: u32) {
     settle(qp, sq);
 }
 
-/// One past the highest PSN sent.
+/// One past the highest PSN sent. The WQEs in flight before `next` are
+/// sent whole, the one at `next` in part, those after it not at all (a
+/// rewind restarts them), so only two entries need looking at.
 fn sent_limit(sq: &SendSide) -> u32 {
-    let mut limit = sq.una;
-    for i in 0..sq.inflight.len() {
-        if let Some(p) = sq.inflight.get(i) {
-            if p.sent > 0 {
-                limit = packet::psn_add(p.first_psn, p.sent);
-            }
-        }
+    let i = sq.next.min(sq.inflight.len());
+    match (sq.inflight.get(i), i.checked_sub(1).and_then(|j| sq.inflight.get(j))) {
+        (Some(p), _) if p.sent > 0 => packet::psn_add(p.first_psn, p.sent),
+        (_, Some(p)) => packet::psn_add(p.first_psn, p.npkts),
+        _ => sq.una,
     }
-    limit
 }
 
 fn read_response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet) {

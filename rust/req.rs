@@ -92,16 +92,14 @@ pub(crate) enum Source {
 }
 
 impl Source {
-    fn gather(&self, off: u64, out: &mut [u8]) -> bool {
+    /// Appends message bytes `[off, off + len)` to `out`, which has the room.
+    fn append(&self, off: u64, len: usize, out: &mut KVec<u8>) -> bool {
         match self {
-            Source::Sgl(s) => s.gather(off, out),
+            Source::Sgl(s) => s.append(off, len, out),
             Source::Inline(v) => {
                 let off = off as usize;
-                match off.checked_add(out.len()).and_then(|end| v.get(off..end)) {
-                    Some(src) => {
-                        out.copy_from_slice(src);
-                        true
-                    }
+                match off.checked_add(len).and_then(|end| v.get(off..end)) {
+                    Some(src) => out.extend_from_slice(src, GFP_KERNEL).is_ok(),
                     None => false,
                 }
             }
@@ -212,12 +210,11 @@ fn send_packets(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs, budget: &mut u32
                 }
                 let off = u64::from(i) * u64::from(p.mtu);
                 let n = (p.total - off.min(p.total)).min(u64::from(p.mtu)) as usize;
-                let mut payload = KVec::new();
-                if payload.resize(n, 0u8, GFP_KERNEL).is_err() {
+                let Ok(mut payload) = KVec::with_capacity(n, GFP_KERNEL) else {
                     // Treated as lost: the retransmit timer sends it again.
                     return Step::Blocked;
-                }
-                if !src.gather(off, &mut payload) {
+                };
+                if !src.append(off, n, &mut payload) {
                     // The source MR changed under the WQE (invalidated).
                     p.op = Op::Failed(b::ib_wc_status_IB_WC_LOC_PROT_ERR);
                     return Step::Progress;

@@ -224,14 +224,13 @@ fn serve_read(qp: &Arc<Qp>, rq: &mut RecvSide, budget: &mut u32) {
     while *budget > 0 && r.next < r.count {
         let off = u64::from(r.next) * u64::from(r.mtu);
         let n = (r.len - off.min(r.len)).min(u64::from(r.mtu)) as usize;
-        let mut payload = KVec::new();
-        if payload.resize(n, 0u8, GFP_KERNEL).is_err() {
+        let Ok(mut payload) = KVec::with_capacity(n, GFP_KERNEL) else {
             // Try again on the next run.
             *budget = 0;
             return;
-        }
+        };
         let ok = match &r.mr {
-            Some(m) => m.read(r.va.wrapping_add(off), &mut payload),
+            Some(m) => m.append_to(r.va.wrapping_add(off), n as u64, &mut payload),
             None => n == 0,
         };
         let psn = packet::psn_add(r.psn, r.next);

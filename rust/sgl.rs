@@ -96,11 +96,11 @@ impl Sgl {
         done == len
     }
 
-    /// Copies message bytes `[off, off + out.len())` out of the SGEs.
-    pub(crate) fn gather(&self, off: u64, out: &mut [u8]) -> bool {
-        let len = out.len();
+    /// Appends message bytes `[off, off + len)` to `v`, which must have the
+    /// room: a packet's payload, filled without zeroing it first.
+    pub(crate) fn append(&self, off: u64, len: usize, v: &mut KVec<u8>) -> bool {
         self.walk(off, len, |s, o, r| {
-            out.get_mut(r).is_some_and(|b| s.mr.read(s.addr + o, b))
+            s.mr.append_to(s.addr + o, r.len() as u64, v)
         })
     }
 

@@ -218,19 +218,10 @@ impl MrRef {
         })
     }
 
-    /// Copies from the MR at `iova` into `out`. The caller checked the access.
-    pub(crate) fn read(&self, iova: u64, out: &mut [u8]) -> bool {
-        let mut off = 0usize;
-        let len = out.len() as u64;
-        self.frags(iova, len, |f| {
-            let n = f.len();
-            let Some(dst) = out.get_mut(off..off + n) else {
-                return false;
-            };
-            f.read(dst);
-            off += n;
-            true
-        })
+    /// Appends `len` bytes of the MR at `iova` to `v`, which must have the
+    /// room. The caller checked the access. On failure `v` may hold part.
+    pub(crate) fn append_to(&self, iova: u64, len: u64, v: &mut KVec<u8>) -> bool {
+        self.frags(iova, len, |f| f.append_to(v))
     }
 
     /// Applies `op` to the aligned u64 at `iova` atomically and returns the

@@ -227,15 +227,28 @@ impl Frag {
         };
     }
 
-    /// Copies the fragment into `dst` (at most its length).
-    pub(super) fn read(&self, dst: &mut [u8]) {
-        let n = dst.len().min(self.len());
-        // SAFETY: as for `write`.
+    /// Appends the fragment's bytes to `v`, whose spare capacity holds them
+    /// (false otherwise, `v` unchanged): a packet's payload is filled straight
+    /// from the MR, without zeroing it first.
+    pub(super) fn append_to(&self, v: &mut KVec<u8>) -> bool {
+        let n = self.len();
+        let Some(spare) = v.spare_capacity_mut().get_mut(..n) else {
+            return false;
+        };
+        // SAFETY: as for `write`; `spare` has room for `n` bytes.
         unsafe {
             with_page(self.0.pfn, |p| {
-                ptr::copy_nonoverlapping(p.add(self.0.offset as usize), dst.as_mut_ptr(), n)
+                ptr::copy_nonoverlapping(
+                    p.add(self.0.offset as usize),
+                    spare.as_mut_ptr().cast::<u8>(),
+                    n,
+                )
             })
         };
+        // SAFETY: the `n` bytes after the length were written just above, and
+        // are within the capacity.
+        unsafe { v.inc_len(n) };
+        true
     }
 
     /// Applies `op` to the fragment as one aligned u64; `None` if it is not
