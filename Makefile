@@ -47,6 +47,7 @@ check:
 lint:
 	cd rust/common && cargo fmt --check && cargo clippy --quiet --all-targets -- -D warnings
 	rustfmt --check --edition 2021 --config-path rust/common rust/oxe.rs
+	scripts/deps.sh >/dev/null
 
 # The verbs fuzzer with fresh seeds (the suite uses fixed ones).
 fuzz:

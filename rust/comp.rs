@@ -9,13 +9,14 @@
 //! retries complete the WQE in error and move the QP to ERR.
 
 use kernel::sync::Arc;
+use kernel::workqueue::WorkItem;
 
 use crate::bindings as b;
-use crate::net::Packet;
 use crate::packet::{self, op, Nak, Syndrome};
 use crate::params;
-use crate::qp::{Attrs, Qp, SendSide, STATE_ERR};
-use crate::req::{wc_opcode, Op};
+use crate::pkt::Packet;
+use crate::qp::flight::{wc_opcode, Op};
+use crate::qp::{Attrs, Qp, SendSide, RETRY, RNR, STATE_ERR};
 use crate::wqe::{flags, SendWqe};
 
 fn nak_status(nak: Nak) -> u32 {
@@ -152,7 +153,10 @@ fn ack_through(qp: &Arc<Qp>, sq: &mut SendSide, psn: u32) {
 /// rewind restarts them), so only two entries need looking at.
 fn sent_limit(sq: &SendSide) -> u32 {
     let i = sq.next.min(sq.inflight.len());
-    match (sq.inflight.get(i), i.checked_sub(1).and_then(|j| sq.inflight.get(j))) {
+    match (
+        sq.inflight.get(i),
+        i.checked_sub(1).and_then(|j| sq.inflight.get(j)),
+    ) {
         (Some(p), _) if p.sent > 0 => packet::psn_add(p.first_psn, p.sent),
         (_, Some(p)) => packet::psn_add(p.first_psn, p.npkts),
         _ => sq.una,
@@ -266,6 +270,22 @@ fn rnr(qp: &Arc<Qp>, sq: &mut SendSide, code: u8) {
     rewind(sq);
     sq.rnr_wait = true;
     qp.arm_rnr(params::rnr_timer_ns(code));
+}
+
+impl WorkItem<RETRY> for Qp {
+    type Pointer = Arc<Qp>;
+
+    fn run(qp: Arc<Qp>) {
+        retry_timer(&qp);
+    }
+}
+
+impl WorkItem<RNR> for Qp {
+    type Pointer = Arc<Qp>;
+
+    fn run(qp: Arc<Qp>) {
+        rnr_timer(&qp);
+    }
 }
 
 /// The RNR timer: the receiver had time to post buffers; send again.

@@ -7,6 +7,7 @@
 use core::mem::{size_of, MaybeUninit};
 
 use kernel::prelude::*;
+use kernel::sync::atomic::Atomic;
 use kernel::types::Opaque;
 
 use crate::bindings as b;
@@ -94,11 +95,11 @@ impl OxeCq {
     }
 
     /// Offers a new user CQ's ring for mmap and sends its mminfo back.
-    pub(crate) fn respond_user(&self, udata: &Udata<'_>) -> Result {
+    pub(crate) fn respond_user(&self, udata: &Udata<'_>, offsets: &Atomic<u64>) -> Result {
         let buf = self.state.inner.lock().queue.buf().clone();
         let uc = udata.ucontext().ok_or(EINVAL)?;
         let resp = b::rxe_create_cq_resp {
-            mi: uc.mmaps()?.offer(self.device().mmap_offsets(), &buf)?,
+            mi: uc.mmaps()?.offer(offsets, &buf)?,
         };
         udata.respond(&resp)
     }
@@ -158,7 +159,12 @@ impl OxeCq {
     /// `ibv_resize_cq`: a new ring holding what is pending, mapped anew by
     /// librxe, which holds its CQ lock, so user space does not poll
     /// meanwhile.
-    pub(crate) fn resize(&self, cqe: u32, udata: Option<&Udata<'_>>) -> Result {
+    pub(crate) fn resize(
+        &self,
+        cqe: u32,
+        udata: Option<&Udata<'_>>,
+        offsets: &Atomic<u64>,
+    ) -> Result {
         let state = &self.state;
         let Some(udata) = udata.filter(|_| state.user) else {
             return Err(EINVAL);
@@ -173,7 +179,7 @@ impl OxeCq {
         slot.resize(next.elem_size(), 0u8, GFP_KERNEL)?;
         // Offered before the CQ's spinlock is taken: offering sleeps.
         let resp = b::rxe_resize_cq_resp {
-            mi: mmaps.offer(self.device().mmap_offsets(), next.buf())?,
+            mi: mmaps.offer(offsets, next.buf())?,
         };
         let mut inner = state.inner.lock();
         let moved = refill(&mut inner.queue, &mut next, &mut slot);

@@ -34,6 +34,7 @@ mod link;
 mod mr;
 mod net;
 mod pd;
+mod pkt;
 mod qp;
 mod queue;
 mod req;

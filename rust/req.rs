@@ -9,30 +9,20 @@
 
 use kernel::prelude::*;
 use kernel::sync::Arc;
+use kernel::workqueue::WorkItem;
 
 use crate::access;
 use crate::bindings as b;
 use crate::comp;
 use crate::mr;
-use crate::net::Packet;
+use crate::net;
 use crate::packet::{self, op, AtomicEth, Hdr, Kind, Reth};
 use crate::params::{self, ACK_EVERY, MAX_UNACKED_PSNS};
-use crate::qp::{Attrs, Qp, SendSide, STATE_ERR, STATE_RTS, STATE_SQD};
+use crate::pkt::Packet;
+use crate::qp::flight::{Op, Pending, Source};
+use crate::qp::{Attrs, Qp, SendSide, SEND, STATE_ERR, STATE_RTS, STATE_SQD};
 use crate::sgl::Sgl;
 use crate::wqe::{self, flags, wr, SendWqe};
-
-/// The work completion opcode of a send WQE opcode.
-pub(crate) fn wc_opcode(opcode: u32) -> u32 {
-    match opcode {
-        wr::RDMA_WRITE | wr::RDMA_WRITE_WITH_IMM => b::ib_wc_opcode_IB_WC_RDMA_WRITE,
-        wr::RDMA_READ => b::ib_wc_opcode_IB_WC_RDMA_READ,
-        wr::ATOMIC_CMP_AND_SWP => b::ib_wc_opcode_IB_WC_COMP_SWAP,
-        wr::ATOMIC_FETCH_AND_ADD => b::ib_wc_opcode_IB_WC_FETCH_ADD,
-        wr::LOCAL_INV => b::ib_wc_opcode_IB_WC_LOCAL_INV,
-        wr::REG_MR => b::ib_wc_opcode_IB_WC_REG_MR,
-        _ => b::ib_wc_opcode_IB_WC_SEND,
-    }
-}
 
 /// Packets (sent or received) and WQEs one run of the send task handles
 /// before it requeues itself (rdma_rxe's RXE_MAX_ITERATIONS). A run holds
@@ -46,71 +36,11 @@ pub(crate) const BUDGET: u32 = 64;
 /// window (and within the completer's queue).
 const READ_CHUNK: u32 = MAX_UNACKED_PSNS / 2;
 
-/// What a WQE in flight does.
-pub(crate) enum Op {
-    /// SEND or WRITE, with the bytes' source.
-    Message(Kind, Source),
-    /// READ, with the local SGEs its responses land in.
-    Read(Sgl),
-    /// An atomic, with the local SGE its original value lands in.
-    Atomic(Sgl),
-    /// Failed before a packet went out: completes with this status when it
-    /// reaches the head, in order.
-    Failed(u32),
-}
+impl WorkItem<SEND> for Qp {
+    type Pointer = Arc<Qp>;
 
-/// A WQE in flight.
-pub(crate) struct Pending {
-    pub(crate) w: SendWqe,
-    pub(crate) op: Op,
-    pub(crate) first_psn: u32,
-    /// PSNs it takes: its request packets, or a READ's response packets.
-    pub(crate) npkts: u32,
-    /// Of those, sent (requested, for a READ).
-    pub(crate) sent: u32,
-    /// READ response packets received.
-    pub(crate) done: u32,
-    pub(crate) mtu: u32,
-    pub(crate) total: u64,
-}
-
-impl Pending {
-    pub(crate) fn last_psn(&self) -> u32 {
-        packet::psn_add(self.first_psn, self.npkts.saturating_sub(1))
-    }
-
-    /// Acknowledged by an ACK alone (READs and atomics need their response).
-    pub(crate) fn acked_by_ack(&self) -> bool {
-        matches!(self.op, Op::Message(..))
-    }
-}
-
-/// Where the bytes of an outgoing message come from.
-pub(crate) enum Source {
-    Sgl(Sgl),
-    Inline(KVec<u8>),
-}
-
-impl Source {
-    /// Appends message bytes `[off, off + len)` to `out`, which has the room.
-    fn append(&self, off: u64, len: usize, out: &mut KVec<u8>) -> bool {
-        match self {
-            Source::Sgl(s) => s.append(off, len, out),
-            Source::Inline(v) => {
-                let off = off as usize;
-                match off.checked_add(len).and_then(|end| v.get(off..end)) {
-                    Some(src) => out.extend_from_slice(src, GFP_KERNEL).is_ok(),
-                    None => false,
-                }
-            }
-        }
-    }
-
-    fn total(&self) -> u64 {
-        match self {
-            Source::Sgl(s) => s.total,
-            Source::Inline(v) => v.len() as u64,
-        }
+    fn run(qp: Arc<Qp>) {
+        run(&qp);
     }
 }
 
@@ -233,7 +163,7 @@ fn send_packets(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs, budget: &mut u32
                 }
                 p.sent += 1;
                 *budget -= 1;
-                qp.xmit(Packet { hdr, payload });
+                net::xmit(qp, Packet { hdr, payload });
             }
             if p.sent >= p.npkts {
                 sq.next += 1;
@@ -262,7 +192,7 @@ fn send_packets(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs, budget: &mut u32
                 });
                 p.sent += n;
                 *budget -= 1;
-                qp.xmit(Packet::new(hdr));
+                net::xmit(qp, Packet::new(hdr));
             }
             if p.sent >= p.npkts {
                 sq.next += 1;
@@ -289,7 +219,7 @@ fn send_packets(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs, budget: &mut u32
             p.sent = 1;
             *budget -= 1;
             sq.next += 1;
-            qp.xmit(Packet::new(hdr));
+            net::xmit(qp, Packet::new(hdr));
             Step::Progress
         }
     }
@@ -415,7 +345,7 @@ fn local_sgl(qp: &Qp, sq: &SendSide, num: u32, rights: u32) -> Result<Sgl, u32> 
         return Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
     }
     Sgl::build(
-        qp.dev(),
+        qp.keys.get(),
         qp.pd,
         &sq.wqe,
         wqe::SEND_WQE_SGE_OFFSET,
@@ -428,10 +358,10 @@ fn local_sgl(qp: &Qp, sq: &SendSide, num: u32, rights: u32) -> Result<Sgl, u32> 
 /// complete with LOC_QP_OP_ERR, as in rdma_rxe.
 fn local_op(qp: &Qp, w: &SendWqe) -> u32 {
     let res = match w.opcode {
-        wr::LOCAL_INV => mr::invalidate(qp.dev(), w.ex, qp.pd),
+        wr::LOCAL_INV => mr::invalidate(qp.keys.get(), w.ex, qp.pd),
         // Kernel QPs only: a user could write any key into its ring.
         _ if qp.user => false,
-        _ => mr::lookup_index(qp.dev(), w.mr_key)
+        _ => mr::lookup_index(qp.keys.get(), w.mr_key)
             .is_some_and(|m| m.fast_register(qp.pd, w.rkey, w.access).is_ok()),
     };
     if res {

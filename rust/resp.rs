@@ -11,15 +11,18 @@
 use kernel::prelude::*;
 use kernel::sync::atomic::ordering;
 use kernel::sync::Arc;
+use kernel::workqueue::WorkItem;
 
 use crate::access;
 use crate::bindings as b;
 use crate::cq::Cqe;
 use crate::mr::{self, MrRef};
 use crate::mtt::Request;
-use crate::net::Packet;
+use crate::net;
 use crate::packet::{self, op, Hdr, Nak, Syndrome};
-use crate::qp::{Attrs, Qp, RecvSide, STATE_RTR, STATE_RTS, STATE_SQD, STATE_SQE};
+use crate::pkt::Packet;
+use crate::qp::flight::{Progress, ReadServe};
+use crate::qp::{Attrs, Qp, RecvSide, RECV, STATE_RTR, STATE_RTS, STATE_SQD, STATE_SQE};
 use crate::req::BUDGET;
 use crate::sgl::Sgl;
 use crate::wqe;
@@ -32,31 +35,12 @@ enum Reply {
     Nak(Nak),
 }
 
-/// A multi-packet message in progress.
-pub(crate) enum Progress {
-    Send {
-        wr_id: u64,
-        sgl: Sgl,
-        received: u64,
-    },
-    Write {
-        mr: Option<MrRef>,
-        va: u64,
-        total: u64,
-        received: u64,
-    },
-}
+impl WorkItem<RECV> for Qp {
+    type Pointer = Arc<Qp>;
 
-/// A READ being answered.
-pub(crate) struct ReadServe {
-    mr: Option<MrRef>,
-    va: u64,
-    len: u64,
-    /// The PSN of the first response.
-    psn: u32,
-    count: u32,
-    next: u32,
-    mtu: u32,
+    fn run(qp: Arc<Qp>) {
+        run(&qp);
+    }
 }
 
 /// The receive task: answers a READ in progress and takes queued request
@@ -88,7 +72,7 @@ pub(crate) fn run(qp: &Arc<Qp>) {
 /// Sends a response to the requester.
 fn respond(qp: &Qp, attrs: &Attrs, mut hdr: Hdr, payload: KVec<u8>) {
     hdr.qpn = attrs.dest_qpn;
-    qp.xmit(Packet { hdr, payload });
+    net::xmit(qp, Packet { hdr, payload });
 }
 
 fn ack(qp: &Qp, attrs: &Attrs, psn: u32, syndrome: Syndrome) {
@@ -295,7 +279,7 @@ fn take_recv(qp: &Qp, rq: &mut RecvSide) -> Option<Result<(u64, Sgl), u32>> {
     }
     Some(
         Sgl::build(
-            qp.dev(),
+            qp.keys.get(),
             qp.pd,
             &rq.wqe,
             wqe::RECV_WQE_SGE_OFFSET,
@@ -446,7 +430,7 @@ fn remote(
     if len == 0 {
         return Ok(None);
     }
-    let m = mr::lookup(qp.dev(), rkey).ok_or(Nak::RemoteAccess)?;
+    let m = mr::lookup(qp.keys.get(), rkey).ok_or(Nak::RemoteAccess)?;
     let req = Request {
         key: rkey,
         pd: qp.pd,
@@ -500,7 +484,7 @@ fn send_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet) -> Reply {
     } else if matches!(pkt.hdr.opcode, op::SEND_LAST_INV | op::SEND_ONLY_INV) {
         // The rkey must name a valid fast-registration MR of this QP's PD
         // (class J error otherwise: the sender sees REM_INV_REQ_ERR).
-        if !mr::invalidate(qp.dev(), pkt.hdr.ex, qp.pd) {
+        if !mr::invalidate(qp.keys.get(), pkt.hdr.ex, qp.pd) {
             rq.progress = None;
             return fatal(qp, rq, Nak::InvalidRequest);
         }

@@ -8,8 +8,7 @@ use kernel::prelude::*;
 
 use crate::access::PdId;
 use crate::bindings as b;
-use crate::device::OxeDevice;
-use crate::mr::{self, MrRef};
+use crate::mr::{self, Keys, MrRef};
 use crate::mtt::Request;
 use crate::wqe;
 
@@ -28,7 +27,7 @@ impl Sgl {
     /// Checks SGEs `0..num` of the WQE copy `w` (array at `base`) for
     /// `rights` in `pd`. On failure, the work completion status to report.
     pub(crate) fn build(
-        dev: &OxeDevice,
+        keys: &Keys,
         pd: PdId,
         w: &[u8],
         base: usize,
@@ -43,7 +42,7 @@ impl Sgl {
             if s.length == 0 {
                 continue;
             }
-            let m = mr::lookup(dev, s.lkey).ok_or(b::ib_wc_status_IB_WC_LOC_PROT_ERR)?;
+            let m = mr::lookup(keys, s.lkey).ok_or(b::ib_wc_status_IB_WC_LOC_PROT_ERR)?;
             let req = Request {
                 key: s.lkey,
                 pd,

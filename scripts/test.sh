@@ -79,6 +79,12 @@ if (cd "$OXE_ROOT/rust/common" && cargo clippy --quiet --all-targets -- -D warni
 else
 	result fail "host crate clippy clean"
 fi
+if deps=$("$OXE_ROOT/scripts/deps.sh" 2>&1); then
+	result ok "module dependencies point one way (scripts/deps.sh)"
+else
+	echo "$deps" | tail -1 | sed 's/^/# /'
+	result fail "module dependencies point one way (scripts/deps.sh)"
+fi
 timed "host: cargo test, rustfmt, clippy" $t
 
 # The guest suites to run, grouped by flavour (plain first: its kernel is

@@ -10,6 +10,7 @@ use kernel::ffi::{c_int, c_uint};
 use super::{drop_in_place, from_ib, init_in_place, to_c};
 use crate::bindings as b;
 use crate::cq::{CqState, OxeCq};
+use crate::device::OxeDevice;
 use crate::ib::Udata;
 
 /// # Safety
@@ -32,12 +33,13 @@ pub(super) unsafe extern "C" fn create_cq(
     if let Err(e) = unsafe { init_in_place::<OxeCq, _>(ib, init) } {
         return e.to_errno();
     }
-    // SAFETY: initialised just above.
-    let cq = unsafe { OxeCq::from_ib(ib) };
+    // SAFETY: initialised just above; the core set the CQ's device, which
+    // outlives it.
+    let (cq, dev) = unsafe { (OxeCq::from_ib(ib), OxeDevice::from_ib((*ib).device)) };
     cq.publish_cqe(cq.capacity());
     if let Some(u) = &udata {
         // Offered last: a create that fails after the offer withdraws it.
-        if let Err(e) = cq.respond_user(u) {
+        if let Err(e) = cq.respond_user(u, dev.mmap_offsets()) {
             cq.withdraw(Some(u));
             // SAFETY: the core calls no destroy when create fails.
             unsafe { drop_in_place::<OxeCq>(ib) };
@@ -81,9 +83,15 @@ pub(super) unsafe extern "C" fn resize_user_cq(
     cqe: c_uint,
     udata: *mut b::ib_udata,
 ) -> c_int {
-    // SAFETY: a live CQ and the command's udata.
-    let (cq, udata) = unsafe { (OxeCq::from_ib(ib), Udata::from_raw(udata)) };
-    to_c(cq.resize(cqe, udata.as_ref()))
+    // SAFETY: a live CQ of a live device, and the command's udata.
+    let (cq, dev, udata) = unsafe {
+        (
+            OxeCq::from_ib(ib),
+            OxeDevice::from_ib((*ib).device),
+            Udata::from_raw(udata),
+        )
+    };
+    to_c(cq.resize(cqe, udata.as_ref(), dev.mmap_offsets()))
 }
 
 /// # Safety

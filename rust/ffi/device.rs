@@ -28,6 +28,22 @@ impl OxeDevice {
     }
 }
 
+/// The ucontext of a command: a conversion from the core's object to oxe's,
+/// so it is here rather than with `Udata`.
+impl<'a> Udata<'a> {
+    /// The ucontext the command runs in, if it has one.
+    pub(crate) fn ucontext(&self) -> Option<&'a OxeUcontext> {
+        // SAFETY: the udata of a uverbs command (the contract of `from_raw`),
+        // embedded in its attribute bundle.
+        let uc = unsafe { b::oxe_udata_ucontext(self.as_ptr()) };
+        // SAFETY: the command's ucontext is an oxe ucontext (the device is
+        // oxe's), live as long as the command, and initialised: commands
+        // other than GET_CONTEXT (`alloc_ucontext`, which does not call this)
+        // run only on a ucontext whose `alloc_ucontext` succeeded.
+        (!uc.is_null()).then(|| unsafe { from_ib::<OxeUcontext>(uc) })
+    }
+}
+
 /// The device's netdev with a reference held, dropped with the guard.
 struct NetdevRef(*mut b::net_device);
 

@@ -15,7 +15,8 @@ use crate::cq::OxeCq;
 use crate::device::OxeDevice;
 use crate::ib::qp::QpHandle;
 use crate::ib::Udata;
-use crate::qp::{CreateArgs, KernelSendWr, OxeQp, Qp};
+use crate::qp::verbs::{CreateArgs, KernelSendWr};
+use crate::qp::{OxeQp, Qp};
 use crate::wqe::{self, Sge};
 
 impl OxeQp {
@@ -52,12 +53,17 @@ pub(super) unsafe extern "C" fn create_qp(
     if a.send_cq.is_null() || a.recv_cq.is_null() {
         return EINVAL.to_errno();
     }
+    let Some(state) = dev.state() else {
+        return ENODEV.to_errno();
+    };
     // SAFETY: the core checked that the CQs and the PD belong to this
-    // device; it keeps the device, the CQs and the `ib_qp` alive until
-    // `destroy_qp` returns, which waits for everything that uses them.
+    // device; it keeps the device (and so its key and QP tables), the CQs
+    // and the `ib_qp` alive until `destroy_qp` returns, which waits for
+    // everything that uses them.
     let args = unsafe {
         CreateArgs {
-            dev: CoreRef::new(dev),
+            keys: CoreRef::new(&state.keys),
+            peers: CoreRef::new(&state.qps),
             pd: super::pd::id(pd),
             scq: CoreRef::new(OxeCq::from_ib(a.send_cq)),
             rcq: CoreRef::new(OxeCq::from_ib(a.recv_cq)),
@@ -81,7 +87,7 @@ pub(super) unsafe extern "C" fn create_qp(
     unsafe { (*ib).qp_num = qpn };
     if let Some(u) = &udata {
         // Offered last: a create that fails after the offers withdraws them.
-        if let Err(e) = qp.respond_user(u) {
+        if let Err(e) = qp.respond_user(u, dev.mmap_offsets()) {
             qp.teardown(Some(u));
             // SAFETY: the core calls no destroy when create fails.
             unsafe { drop_in_place::<OxeQp>(ib) };

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! What a CQ touches of the core's `ib_cq`: its `cqe` count, its device, its
+//! What a CQ touches of the core's `ib_cq`: its `cqe` count, its
 //! completion handler and event; and the `ib_wc` formats.
 
 use kernel::ffi::c_int;
@@ -8,7 +8,6 @@ use kernel::ffi::c_int;
 use super::{from_ib, ib_ptr};
 use crate::bindings as b;
 use crate::cq::{Cqe, OxeCq};
-use crate::device::OxeDevice;
 
 impl OxeCq {
     /// # Safety
@@ -21,13 +20,6 @@ impl OxeCq {
 
     pub(crate) fn ib(&self) -> *mut b::ib_cq {
         ib_ptr(self)
-    }
-
-    /// The device the CQ belongs to.
-    pub(crate) fn device(&self) -> &OxeDevice {
-        // SAFETY: the core sets `device` before `create_cq` and never changes
-        // it; the device outlives its CQs.
-        unsafe { OxeDevice::from_ib((*self.ib()).device) }
     }
 
     /// Tells the core the ring's usable entries (`ib_cq.cqe`), after a

@@ -13,7 +13,6 @@ use kernel::ffi::c_void;
 use kernel::prelude::*;
 
 use crate::bindings as b;
-use crate::device::OxeUcontext;
 
 /// The driver udata of one uverbs command on an oxe device, for the
 /// duration of the verb.
@@ -92,18 +91,6 @@ impl<'a> Udata<'a> {
     pub(crate) fn respond_empty(&self) -> Result {
         // SAFETY: the command's udata (the contract of `from_raw`).
         kernel::error::to_result(unsafe { b::oxe_respond_empty_udata(self.as_ptr()) })
-    }
-
-    /// The ucontext the command runs in, if it has one.
-    pub(crate) fn ucontext(&self) -> Option<&'a OxeUcontext> {
-        // SAFETY: the udata of a uverbs command (the contract of `from_raw`),
-        // embedded in its attribute bundle.
-        let uc = unsafe { b::oxe_udata_ucontext(self.as_ptr()) };
-        // SAFETY: the command's ucontext is an oxe ucontext (the device is
-        // oxe's), live as long as the command, and initialised: commands
-        // other than GET_CONTEXT (`alloc_ucontext`, which does not call this)
-        // run only on a ucontext whose `alloc_ucontext` succeeded.
-        (!uc.is_null()).then(|| unsafe { super::from_ib::<OxeUcontext>(uc) })
     }
 }
 

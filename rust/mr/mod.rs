@@ -12,7 +12,6 @@ use kernel::types::Opaque;
 
 use crate::access::{self, PdId, PdRights};
 use crate::bindings as b;
-use crate::device::OxeDevice;
 use crate::eopnotsupp;
 use crate::ib::{self, udata, Udata};
 use crate::irqlock::IrqSpinLock;
@@ -244,20 +243,23 @@ impl MrRef {
     }
 }
 
-/// Finds the live MR named by `key` on `dev`, without locks.
-pub(crate) fn lookup(dev: &OxeDevice, key: u32) -> Option<MrRef> {
-    dev.state()?.keys.get(key).map(|mr| MrRef { mr, key })
+/// A device's key table: lkey/rkey -> MR.
+pub(crate) type Keys = crate::keys::KeyTable<OxeMr>;
+
+/// Finds the live MR named by `key`, without locks.
+pub(crate) fn lookup(keys: &Keys, key: u32) -> Option<MrRef> {
+    keys.get(key).map(|mr| MrRef { mr, key })
 }
 
 /// LOCAL_INV and SEND_WITH_INV: invalidates the fast MR `key` names, if it
 /// is one of `pd`'s.
-pub(crate) fn invalidate(dev: &OxeDevice, key: u32, pd: PdId) -> bool {
-    lookup(dev, key).is_some_and(|m| m.invalidate(pd).is_ok())
+pub(crate) fn invalidate(keys: &Keys, key: u32, pd: PdId) -> bool {
+    lookup(keys, key).is_some_and(|m| m.invalidate(pd).is_ok())
 }
 
 /// The MR at the index of `key`, whatever its tag (REG_MR changes the tag).
-pub(crate) fn lookup_index(dev: &OxeDevice, key: u32) -> Option<MrRef> {
-    dev.state()?.keys.get_index(key).map(|mr| {
+pub(crate) fn lookup_index(keys: &Keys, key: u32) -> Option<MrRef> {
+    keys.get_index(key).map(|mr| {
         let key = mr.key();
         MrRef { mr, key }
     })

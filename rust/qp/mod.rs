@@ -9,30 +9,30 @@
 //! `verbs` holds the verbs (create, modify, query, destroy, posting),
 //! `layout` the compile-time checks of rxe's WQE layout.
 
+pub(crate) mod flight;
 mod layout;
-mod verbs;
+pub(crate) mod verbs;
 
 use core::mem::size_of;
 
 use kernel::prelude::*;
 use kernel::sync::atomic::{ordering, Atomic};
 use kernel::sync::{Arc, Mutex};
-use kernel::workqueue::{DelayedWork, Work, WorkItem};
+use kernel::workqueue::{DelayedWork, Work};
 use kernel::xarray::{AllocKind, XArray};
 
 use crate::access::PdId;
 use crate::bindings as b;
 use crate::cq::{Cqe, OxeCq};
-use crate::device::OxeDevice;
 use crate::fifo::Fifo;
+use crate::ib::qp::QpHandle;
 use crate::ib::CoreRef;
 use crate::irqlock::IrqSpinLock;
-use crate::net::{Packet, Path};
+use crate::mr::Keys;
 use crate::params;
+use crate::pkt::Packet;
 use crate::queue::Queue;
 use crate::wqe;
-
-pub(crate) use verbs::{CreateArgs, KernelSendWr, QpHandle};
 
 /// The QP the core allocates (`size_ib_qp`): its `ib_qp`, then the QP, which
 /// peers' packet paths and the QP's own tasks also hold.
@@ -88,7 +88,7 @@ pub(crate) struct SendSide {
     /// WQEs taken from the ring and not completed, in ring order: entry `i`
     /// is the ring's slot `consumer + i`, which stays the user's until the
     /// WQE completes.
-    pub(crate) inflight: Fifo<crate::req::Pending>,
+    pub(crate) inflight: Fifo<flight::Pending>,
     /// The first entry of `inflight` with packets left to send.
     pub(crate) next: usize,
     /// RNR NAKs and timeouts met since the last progress.
@@ -107,9 +107,9 @@ pub(crate) struct RecvSide {
     pub(crate) epsn: u32,
     pub(crate) wqe: KVec<u8>,
     /// A multi-packet SEND or WRITE in progress.
-    pub(crate) progress: Option<crate::resp::Progress>,
+    pub(crate) progress: Option<flight::Progress>,
     /// A READ being answered, a budget's worth of packets per run.
-    pub(crate) read: Option<crate::resp::ReadServe>,
+    pub(crate) read: Option<flight::ReadServe>,
     /// A NAK (sequence or RNR) went out for `epsn`: later packets are not
     /// NAKed again until the requester goes back to it.
     pub(crate) nak_sent: bool,
@@ -136,8 +136,10 @@ const INBOX: usize = 2 * params::MAX_UNACKED_PSNS as usize;
 pub(crate) struct Qp {
     pub(crate) qpn: u32,
     pub(crate) ib: QpHandle,
-    pub(crate) dev: CoreRef<OxeDevice>,
-    pub(crate) path: Path,
+    /// The device's key table, for the SGE and rkey checks.
+    pub(crate) keys: CoreRef<Keys>,
+    /// The device's QPs, for the packet path and destroy.
+    pub(crate) peers: CoreRef<QpTable>,
     pub(crate) pd: PdId,
     pub(crate) scq: CoreRef<OxeCq>,
     pub(crate) rcq: CoreRef<OxeCq>,
@@ -176,10 +178,12 @@ pub(crate) struct Qp {
     pub(crate) dead: Atomic<i32>,
 }
 
-const SEND: u64 = 0;
-const RECV: u64 = 1;
-const RETRY: u64 = 2;
-const RNR: u64 = 3;
+/// Work item ids: the send task, the receive task, the two timers. Their
+/// `WorkItem` impls are in the transport (`req`, `resp`, `comp`).
+pub(crate) const SEND: u64 = 0;
+pub(crate) const RECV: u64 = 1;
+pub(crate) const RETRY: u64 = 2;
+pub(crate) const RNR: u64 = 3;
 
 kernel::impl_has_work! {
     impl HasWork<Self, SEND> for Qp { self.send_work }
@@ -190,45 +194,9 @@ kernel::impl_has_delayed_work! {
     impl HasDelayedWork<Self, RNR> for Qp { self.rnr_timer }
 }
 
-impl WorkItem<SEND> for Qp {
-    type Pointer = Arc<Qp>;
-
-    fn run(qp: Arc<Qp>) {
-        crate::req::run(&qp);
-    }
-}
-
-impl WorkItem<RECV> for Qp {
-    type Pointer = Arc<Qp>;
-
-    fn run(qp: Arc<Qp>) {
-        crate::resp::run(&qp);
-    }
-}
-
-impl WorkItem<RETRY> for Qp {
-    type Pointer = Arc<Qp>;
-
-    fn run(qp: Arc<Qp>) {
-        crate::comp::retry_timer(&qp);
-    }
-}
-
-impl WorkItem<RNR> for Qp {
-    type Pointer = Arc<Qp>;
-
-    fn run(qp: Arc<Qp>) {
-        crate::comp::rnr_timer(&qp);
-    }
-}
-
 impl Qp {
     pub(crate) fn attrs(&self) -> Attrs {
         *self.attr.lock()
-    }
-
-    pub(crate) fn dev(&self) -> &OxeDevice {
-        self.dev.get()
     }
 
     /// The send CQ. Only for the verbs, which the core never runs alongside
@@ -306,11 +274,6 @@ impl Qp {
 
     pub(crate) fn next_response(&self) -> Option<Packet> {
         self.inbox.lock().responses.pop()
-    }
-
-    /// Sends a packet on the device's path.
-    pub(crate) fn xmit(&self, pkt: Packet) {
-        self.path.send(self.dev(), pkt);
     }
 
     /// Raises an asynchronous event on the QP (its owner's event handler).
@@ -394,7 +357,7 @@ impl Qp {
             let cqe = self.cqe(
                 w.wr_id,
                 b::ib_wc_status_IB_WC_WR_FLUSH_ERR,
-                crate::req::wc_opcode(w.opcode),
+                flight::wc_opcode(w.opcode),
                 0,
             );
             if self.scq().post(&cqe, false).is_err() {
@@ -447,7 +410,7 @@ impl QpTable {
     }
 
     /// Creates a QP under a free QPN and publishes it.
-    fn insert(&self, make: impl FnOnce(u32) -> Result<Arc<Qp>>) -> Result<Arc<Qp>> {
+    pub(crate) fn insert(&self, make: impl FnOnce(u32) -> Result<Arc<Qp>>) -> Result<Arc<Qp>> {
         let mut next = self.next.lock();
         let max = params::MIN_QP_INDEX + params::MAX_QP - 1;
         for _ in 0..params::MAX_QP {
@@ -471,7 +434,7 @@ impl QpTable {
         self.xa.lock().get(qpn as usize).map(Arc::from)
     }
 
-    fn remove(&self, qpn: u32) {
+    pub(crate) fn remove(&self, qpn: u32) {
         drop(self.xa.lock().remove(qpn as usize));
     }
 }

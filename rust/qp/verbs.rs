@@ -9,16 +9,16 @@ use kernel::sync::atomic::{ordering, Atomic};
 use kernel::sync::Arc;
 
 use super::{
-    Attrs, Inbox, Qp, RecvSide, SendSide, AH_SIZE, INBOX, STATE_ERR, STATE_RESET, STATE_RTS,
+    Attrs, Inbox, Qp, QpTable, RecvSide, SendSide, AH_SIZE, INBOX, STATE_ERR, STATE_RESET,
+    STATE_RTS,
 };
 use crate::access::PdId;
 use crate::bindings as b;
 use crate::cq::OxeCq;
-use crate::device::OxeDevice;
 use crate::fifo::Fifo;
 use crate::ib::{self, udata, CoreRef, Udata};
 use crate::irqlock::new_irq_spinlock;
-use crate::net::Path;
+use crate::mr::Keys;
 use crate::params;
 use crate::queue::{self, Queue};
 use crate::wqe::{self, Sge};
@@ -35,7 +35,8 @@ fn recv_elem(max_sge: u32) -> usize {
 
 /// What `create_qp` asks for, as the FFI layer read it.
 pub(crate) struct CreateArgs<'a> {
-    pub(crate) dev: CoreRef<OxeDevice>,
+    pub(crate) keys: CoreRef<Keys>,
+    pub(crate) peers: CoreRef<QpTable>,
     pub(crate) pd: PdId,
     pub(crate) scq: CoreRef<OxeCq>,
     pub(crate) rcq: CoreRef<OxeCq>,
@@ -86,9 +87,7 @@ impl Qp {
         c.max_recv_sge = (((rq.elem_size() - wqe::RECV_WQE_SGE_OFFSET) / wqe::SGE_SIZE) as u32)
             .min(params::MAX_SGE);
 
-        let dev = args.dev;
-        let table = args.dev;
-        let state = table.get().state().ok_or(ENODEV)?;
+        let (keys, peers) = (args.keys, args.peers);
         let (sq_elem, rq_elem) = (sq.elem_size(), rq.elem_size());
         let (ksq, krq) = if user {
             (None, None)
@@ -110,7 +109,7 @@ impl Qp {
         let max_recv_sge = c.max_recv_sge;
         let (pd, scq, rcq, sq_sig_all, handle) =
             (args.pd, args.scq, args.rcq, args.sq_sig_all, args.handle);
-        state.qps.insert(|qpn| {
+        peers.get().insert(|qpn| {
             let attrs = Attrs {
                 state: STATE_RESET,
                 path_mtu: 256,
@@ -134,8 +133,8 @@ impl Qp {
                 try_pin_init!(Qp {
                     qpn,
                     ib: handle,
-                    dev,
-                    path: Path::Loopback,
+                    keys,
+                    peers,
                     pd,
                     scq,
                     rcq,
@@ -182,10 +181,9 @@ impl Qp {
     }
 
     /// Offers a user QP's rings for mmap and sends their mminfos back.
-    pub(crate) fn respond_user(&self, udata: &Udata<'_>) -> Result {
+    pub(crate) fn respond_user(&self, udata: &Udata<'_>, offsets: &Atomic<u64>) -> Result {
         let uc = udata.ucontext().ok_or(EINVAL)?;
         let mmaps = uc.mmaps()?;
-        let offsets = self.dev().mmap_offsets();
         let mut resp: b::rxe_create_qp_resp = pin_init::zeroed();
         resp.rq_mi = mmaps.offer(offsets, self.rq.lock().queue.buf())?;
         resp.sq_mi = mmaps.offer(offsets, self.sq.lock().queue.buf())?;
@@ -197,9 +195,7 @@ impl Qp {
     /// last reference (a peer's packet path may still hold one briefly).
     pub(crate) fn teardown(&self, udata: Option<&Udata<'_>>) {
         self.dead.store(1, ordering::Release);
-        if let Some(state) = self.dev().state() {
-            state.qps.remove(self.qpn);
-        }
+        self.peers.get().remove(self.qpn);
         // Its tasks and timers may be running or queued: wait for them, so
         // that they never touch the ib_qp or the CQs after they are gone. A
         // run that began before the QP was marked dead may requeue itself or

@@ -1,0 +1,121 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! What a QP has in flight, as the transport keeps it: the WQEs taken from
+//! the SQ and not completed, a message being received, a READ being
+//! answered. Each holds the MRs it reads or writes, referenced.
+
+use kernel::prelude::*;
+
+use crate::bindings as b;
+use crate::mr::MrRef;
+use crate::packet::{self, Kind};
+use crate::sgl::Sgl;
+use crate::wqe::{wr, SendWqe};
+
+/// The work completion opcode of a send WQE opcode.
+pub(crate) fn wc_opcode(opcode: u32) -> u32 {
+    match opcode {
+        wr::RDMA_WRITE | wr::RDMA_WRITE_WITH_IMM => b::ib_wc_opcode_IB_WC_RDMA_WRITE,
+        wr::RDMA_READ => b::ib_wc_opcode_IB_WC_RDMA_READ,
+        wr::ATOMIC_CMP_AND_SWP => b::ib_wc_opcode_IB_WC_COMP_SWAP,
+        wr::ATOMIC_FETCH_AND_ADD => b::ib_wc_opcode_IB_WC_FETCH_ADD,
+        wr::LOCAL_INV => b::ib_wc_opcode_IB_WC_LOCAL_INV,
+        wr::REG_MR => b::ib_wc_opcode_IB_WC_REG_MR,
+        _ => b::ib_wc_opcode_IB_WC_SEND,
+    }
+}
+
+/// What a WQE in flight does.
+pub(crate) enum Op {
+    /// SEND or WRITE, with the bytes' source.
+    Message(Kind, Source),
+    /// READ, with the local SGEs its responses land in.
+    Read(Sgl),
+    /// An atomic, with the local SGE its original value lands in.
+    Atomic(Sgl),
+    /// Failed before a packet went out: completes with this status when it
+    /// reaches the head, in order.
+    Failed(u32),
+}
+
+/// A WQE in flight.
+pub(crate) struct Pending {
+    pub(crate) w: SendWqe,
+    pub(crate) op: Op,
+    pub(crate) first_psn: u32,
+    /// PSNs it takes: its request packets, or a READ's response packets.
+    pub(crate) npkts: u32,
+    /// Of those, sent (requested, for a READ).
+    pub(crate) sent: u32,
+    /// READ response packets received.
+    pub(crate) done: u32,
+    pub(crate) mtu: u32,
+    pub(crate) total: u64,
+}
+
+impl Pending {
+    pub(crate) fn last_psn(&self) -> u32 {
+        packet::psn_add(self.first_psn, self.npkts.saturating_sub(1))
+    }
+
+    /// Acknowledged by an ACK alone (READs and atomics need their response).
+    pub(crate) fn acked_by_ack(&self) -> bool {
+        matches!(self.op, Op::Message(..))
+    }
+}
+
+/// Where the bytes of an outgoing message come from.
+pub(crate) enum Source {
+    Sgl(Sgl),
+    Inline(KVec<u8>),
+}
+
+impl Source {
+    /// Appends message bytes `[off, off + len)` to `out`, which has the room.
+    pub(crate) fn append(&self, off: u64, len: usize, out: &mut KVec<u8>) -> bool {
+        match self {
+            Source::Sgl(s) => s.append(off, len, out),
+            Source::Inline(v) => {
+                let off = off as usize;
+                match off.checked_add(len).and_then(|end| v.get(off..end)) {
+                    Some(src) => out.extend_from_slice(src, GFP_KERNEL).is_ok(),
+                    None => false,
+                }
+            }
+        }
+    }
+
+    pub(crate) fn total(&self) -> u64 {
+        match self {
+            Source::Sgl(s) => s.total,
+            Source::Inline(v) => v.len() as u64,
+        }
+    }
+}
+
+/// A multi-packet message in progress.
+pub(crate) enum Progress {
+    Send {
+        wr_id: u64,
+        sgl: Sgl,
+        received: u64,
+    },
+    Write {
+        mr: Option<MrRef>,
+        va: u64,
+        total: u64,
+        received: u64,
+    },
+}
+
+/// A READ being answered.
+pub(crate) struct ReadServe {
+    pub(crate) mr: Option<MrRef>,
+    pub(crate) va: u64,
+    pub(crate) len: u64,
+    /// The PSN of the first response.
+    pub(crate) psn: u32,
+    pub(crate) count: u32,
+    pub(crate) next: u32,
+    pub(crate) mtu: u32,
+}
