@@ -16,20 +16,7 @@ use crate::irqlock::{new_irq_spinlock, IrqSpinLock};
 use crate::params;
 use crate::queue::{self, Queue};
 
-/// A completion as the transport reports it.
-#[derive(Clone, Copy)]
-pub(crate) struct Cqe {
-    pub(crate) wr_id: u64,
-    pub(crate) status: u32,
-    pub(crate) opcode: u32,
-    pub(crate) byte_len: u32,
-    /// Immediate data (network order, as carried) or invalidated rkey.
-    pub(crate) ex: u32,
-    pub(crate) wc_flags: u32,
-    pub(crate) qp: *mut b::ib_qp,
-    pub(crate) qp_num: u32,
-    pub(crate) src_qp: u32,
-}
+pub(crate) use crate::ib::cq::Cqe;
 
 /// The core allocates it (`size_ib_cq`); `state` is initialised in place by
 /// `create_cq` and dropped in place by `destroy_cq`.
@@ -128,7 +115,7 @@ impl OxeCq {
         if res.is_err() {
             inner.error = true;
             drop(inner);
-            self.event(b::ib_event_type_IB_EVENT_CQ_ERR);
+            ib::cq::event(self, b::ib_event_type_IB_EVENT_CQ_ERR);
             return Err(EBUSY);
         }
         let fire = inner.notify & b::ib_cq_notify_flags_IB_CQ_NEXT_COMP != 0
@@ -139,7 +126,7 @@ impl OxeCq {
         drop(inner);
         if fire {
             // The handler takes its own locks.
-            self.comp_handler();
+            ib::cq::comp_handler(self);
         }
         Ok(())
     }
@@ -185,7 +172,7 @@ impl OxeCq {
         let moved = refill(&mut inner.queue, &mut next, &mut slot);
         if moved.is_ok() {
             core::mem::swap(&mut inner.queue, &mut next);
-            self.publish_cqe(inner.queue.capacity());
+            ib::cq::publish_cqe(self, inner.queue.capacity());
         }
         drop(inner);
         // `next` is now the ring the CQ does not use: the old one, or the new

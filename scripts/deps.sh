@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Prints the kernel crate's module dependencies (`crate::` paths each file
-# names) and fails if they form a cycle: the layers must point one way,
+# names, and a parent's use of its children) and fails if the folders and
+# files they join form a cycle: the layers must point one way,
 # ffi/ -> objects -> transport -> ib/ and shims -> common/.
 #   scripts/deps.sh           the edges, then "no cycle" or the cycle
 set -euo pipefail
@@ -34,9 +35,21 @@ for m, src in mods.items():
     # is, and so is a `use super::...` of the parent.
     if "::" in m and re.search(r"^use super::", src, re.M):
         deps.add(m.rsplit("::", 1)[0])
+    # A parent naming a child (`flight::Pending`) depends on it.
+    for c in names:
+        if c.startswith(m + "::") and "::" not in c[len(m) + 2:]:
+            if re.search(r"\b" + c[len(m) + 2:] + r"::", src):
+                deps.add(c)
     edges[m] = sorted(deps)
 for m in sorted(edges):
     print(f"{m}: {' '.join(edges[m])}")
+# A folder (`qp/`, `mr/`, `ffi/`, `ib/`) is one unit: its files may use
+# each other; between units the edges must not form a cycle.
+unit = lambda m: m.split("::")[0]
+units = {}
+for m, ds in edges.items():
+    units.setdefault(unit(m), set()).update(unit(d) for d in ds if unit(d) != unit(m))
+edges = {u: sorted(ds) for u, ds in units.items()}
 state, stack = {}, []
 def visit(m):
     state[m] = 1

@@ -13,6 +13,16 @@ use crate::cq::{CqState, OxeCq};
 use crate::device::OxeDevice;
 use crate::ib::Udata;
 
+impl OxeCq {
+    /// # Safety
+    ///
+    /// `ib` must be a live oxe CQ.
+    pub(crate) unsafe fn from_ib<'a>(ib: *mut b::ib_cq) -> &'a OxeCq {
+        // SAFETY: per the function's contract; `create_cq` initialised it.
+        unsafe { from_ib(ib) }
+    }
+}
+
 /// # Safety
 ///
 /// Called by the RDMA core with a zeroed CQ of `size_ib_cq` bytes.
@@ -36,7 +46,7 @@ pub(super) unsafe extern "C" fn create_cq(
     // SAFETY: initialised just above; the core set the CQ's device, which
     // outlives it.
     let (cq, dev) = unsafe { (OxeCq::from_ib(ib), OxeDevice::from_ib((*ib).device)) };
-    cq.publish_cqe(cq.capacity());
+    crate::ib::cq::publish_cqe(cq, cq.capacity());
     if let Some(u) = &udata {
         // Offered last: a create that fails after the offer withdraws it.
         if let Err(e) = cq.respond_user(u, dev.mmap_offsets()) {

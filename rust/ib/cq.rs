@@ -1,46 +1,50 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! What a CQ touches of the core's `ib_cq`: its `cqe` count, its
-//! completion handler and event; and the `ib_wc` formats.
+//! What a CQ touches of the core's `ib_cq` (its `cqe` count, its handlers),
+//! and completions: as the transport reports them (`Cqe`) and in the core's
+//! formats.
 
 use kernel::ffi::c_int;
 
-use super::{from_ib, ib_ptr};
+use super::{ib_ptr, CoreObject};
 use crate::bindings as b;
-use crate::cq::{Cqe, OxeCq};
 
-impl OxeCq {
-    /// # Safety
-    ///
-    /// `ib` must be a live oxe CQ.
-    pub(crate) unsafe fn from_ib<'a>(ib: *mut b::ib_cq) -> &'a OxeCq {
-        // SAFETY: per the function's contract; `create_cq` initialised it.
-        unsafe { from_ib(ib) }
-    }
+/// A completion as the transport reports it.
+#[derive(Clone, Copy)]
+pub(crate) struct Cqe {
+    pub(crate) wr_id: u64,
+    pub(crate) status: u32,
+    pub(crate) opcode: u32,
+    pub(crate) byte_len: u32,
+    /// Immediate data (network order, as carried) or invalidated rkey.
+    pub(crate) ex: u32,
+    pub(crate) wc_flags: u32,
+    pub(crate) qp: *mut b::ib_qp,
+    pub(crate) qp_num: u32,
+    pub(crate) src_qp: u32,
+}
 
-    pub(crate) fn ib(&self) -> *mut b::ib_cq {
-        ib_ptr(self)
-    }
+/// Tells the core the ring's usable entries (`ib_cq.cqe`), at creation and
+/// after a resize. The core reads it only in the verbs of this CQ.
+pub(crate) fn publish_cqe<T: CoreObject<Ib = b::ib_cq>>(cq: &T, n: u32) {
+    // SAFETY: a reference to a core object exists only for one the core
+    // allocated and set up (they are built in place in its memory); `cqe` is
+    // an aligned int the core reads only in the CQ's verbs, after they return.
+    unsafe { (*ib_ptr(cq)).cqe = n as c_int };
+}
 
-    /// Tells the core the ring's usable entries (`ib_cq.cqe`), after a
-    /// resize. The core reads it only in the verbs of this CQ.
-    pub(crate) fn publish_cqe(&self, n: u32) {
-        // SAFETY: a live CQ; an aligned int the core reads only in the CQ's
-        // verbs, after they return.
-        unsafe { (*self.ib()).cqe = n as c_int };
-    }
+/// Runs the consumer's completion handler. Called with none of the CQ's
+/// locks held.
+pub(crate) fn comp_handler<T: CoreObject<Ib = b::ib_cq>>(cq: &T) {
+    // SAFETY: a live CQ, as for `publish_cqe`; the handler takes its own locks.
+    unsafe { b::oxe_cq_comp_handler(ib_ptr(cq)) };
+}
 
-    /// Runs the consumer's completion handler.
-    pub(crate) fn comp_handler(&self) {
-        // SAFETY: a live CQ; called with none of its locks held.
-        unsafe { b::oxe_cq_comp_handler(self.ib()) };
-    }
-
-    /// Reports an asynchronous event to the consumer.
-    pub(crate) fn event(&self, ty: b::ib_event_type) {
-        // SAFETY: a live CQ; called with none of its locks held.
-        unsafe { b::oxe_cq_event(self.ib(), ty) };
-    }
+/// Reports an asynchronous event to the consumer. Called with none of the
+/// CQ's locks held.
+pub(crate) fn event<T: CoreObject<Ib = b::ib_cq>>(cq: &T, ty: b::ib_event_type) {
+    // SAFETY: a live CQ, as for `publish_cqe`.
+    unsafe { b::oxe_cq_event(ib_ptr(cq), ty) };
 }
 
 /// `cqe` as user CQs carry it: `struct ib_uverbs_wc`.
