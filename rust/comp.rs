@@ -98,9 +98,7 @@ fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet) {
                 return;
             }
             let ok = match &p.op {
-                Op::Atomic(sgl) => sgl
-                    .first()
-                    .is_some_and(|(mr, addr, _)| mr.write(addr, &h.atomic_ack.to_ne_bytes())),
+                Op::Atomic(sgl) => sgl.scatter(qp.keys.get(), 0, &h.atomic_ack.to_ne_bytes()),
                 _ => false,
             };
             advance_una(sq, packet::psn_add(h.psn, 1));
@@ -177,7 +175,7 @@ fn read_response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet) {
     }
     let off = u64::from(p.done) * u64::from(p.mtu);
     let want = (p.total - off.min(p.total)).min(u64::from(p.mtu));
-    if pkt.payload.len() as u64 != want || !sgl.scatter(off, &pkt.payload) {
+    if pkt.payload.len() as u64 != want || !sgl.scatter(qp.keys.get(), off, &pkt.payload) {
         fail(qp, sq, b::ib_wc_status_IB_WC_LOC_PROT_ERR);
         return;
     }

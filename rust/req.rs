@@ -144,7 +144,7 @@ fn send_packets(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs, budget: &mut u32
                     // Treated as lost: the retransmit timer sends it again.
                     return Step::Blocked;
                 };
-                if !src.append(off, n, &mut payload) {
+                if !src.append(qp.keys.get(), off, n, &mut payload) {
                     // The source MR changed under the WQE (invalidated).
                     p.op = Op::Failed(b::ib_wc_status_IB_WC_LOC_PROT_ERR);
                     return Step::Progress;
@@ -310,7 +310,7 @@ fn prepare(qp: &Qp, sq: &SendSide, w: &SendWqe) -> Result<Op, u32> {
                 return Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
             }
             let sgl = local_sgl(qp, sq, 1, access::LOCAL_WRITE)?;
-            if sgl.first().is_none_or(|(_, _, len)| len < 8) {
+            if sgl.first_len().is_none_or(|len| len < 8) {
                 return Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
             }
             return Ok(Op::Atomic(sgl));

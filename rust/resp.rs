@@ -24,7 +24,7 @@ use crate::pkt::Packet;
 use crate::qp::flight::{Progress, ReadServe};
 use crate::qp::{Attrs, Qp, RecvSide, RECV, STATE_RTR, STATE_RTS, STATE_SQD, STATE_SQE};
 use crate::req::BUDGET;
-use crate::sgl::Sgl;
+use crate::sgl::{self, Sgl};
 use crate::wqe;
 
 enum Reply {
@@ -178,7 +178,7 @@ fn start_read(
     reth: packet::Reth,
 ) -> Result<u32, Nak> {
     let len = u64::from(reth.len);
-    let mr = remote(
+    remote(
         qp,
         attrs.access,
         reth.rkey,
@@ -188,7 +188,7 @@ fn start_read(
     )?;
     let count = packet::packets(len, attrs.path_mtu);
     rq.read = Some(ReadServe {
-        mr,
+        rkey: reth.rkey,
         va: reth.va,
         len,
         psn,
@@ -213,13 +213,20 @@ fn serve_read(qp: &Arc<Qp>, rq: &mut RecvSide, budget: &mut u32) {
             *budget = 0;
             return;
         };
-        let ok = match &r.mr {
-            Some(m) => m.append_to(r.va.wrapping_add(off), n as u64, &mut payload),
-            None => n == 0,
-        };
+        let iova = r.va.wrapping_add(off);
+        let ok = n == 0
+            || sgl::checked(
+                qp.keys.get(),
+                r.rkey,
+                qp.pd,
+                iova,
+                n as u64,
+                access::REMOTE_READ,
+            )
+            .is_some_and(|m| m.append_to(iova, n as u64, &mut payload));
         let psn = packet::psn_add(r.psn, r.next);
         if !ok {
-            // The MR was invalidated under the READ.
+            // The MR went (or was invalidated) under the READ.
             rq.read = None;
             qp.set_error(rq);
             ack(qp, &attrs, psn, Syndrome::Nak(Nak::RemoteAccess));
@@ -344,9 +351,9 @@ fn request(qp: &Arc<Qp>, rq: &mut RecvSide, attrs: &Attrs, pkt: &Packet) -> Repl
                 access::REMOTE_WRITE,
             ) {
                 Err(nak) => return fatal(qp, rq, nak),
-                Ok(mr) => {
+                Ok(_) => {
                     rq.progress = Some(Progress::Write {
-                        mr,
+                        rkey: reth.rkey,
                         va: reth.va,
                         total: len,
                         received: 0,
@@ -450,7 +457,8 @@ fn send_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet) -> Reply {
             sgl,
             received,
         }) => {
-            let fits = *received + len <= sgl.total && sgl.scatter(*received, &pkt.payload);
+            let fits =
+                *received + len <= sgl.total && sgl.scatter(qp.keys.get(), *received, &pkt.payload);
             if fits {
                 *received += len;
             }
@@ -502,17 +510,17 @@ fn write_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet) -> Reply {
     let len = pkt.payload.len() as u64;
     let (placed, total) = match &mut rq.progress {
         Some(Progress::Write {
-            mr,
+            rkey,
             va,
             total,
             received,
         }) => {
+            let iova = va.wrapping_add(*received);
             let placed = if *received + len > *total {
                 Err(Nak::InvalidRequest)
             } else if len > 0
-                && !mr
-                    .as_ref()
-                    .is_some_and(|m| m.write(va.wrapping_add(*received), &pkt.payload))
+                && !sgl::checked(qp.keys.get(), *rkey, qp.pd, iova, len, access::REMOTE_WRITE)
+                    .is_some_and(|m| m.write(iova, &pkt.payload))
             {
                 Err(Nak::RemoteAccess)
             } else {

@@ -1,8 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Scatter/gather lists of a WQE, each SGE checked against its MR (key, PD,
-//! range, rights) before any byte moves, and kept referenced while the
-//! message is in flight.
+//! Scatter/gather lists of a WQE. Each SGE is checked against its MR (key,
+//! PD, range, rights) when the WQE is taken, so a bad one fails before any
+//! byte moves, and again at every copy: the list keeps keys, not MR
+//! references. A WQE in flight (or a message half received) may wait for its
+//! peer indefinitely (an ACK timeout of 0 waits forever), and an MR
+//! reference held that long would make its `dereg_mr` wait as long: at
+//! process exit the core deregisters MRs before it destroys the QPs, so the
+//! exit would hang. References are held only for the length of a copy, as
+//! rxe looks its MRs up per packet.
 
 use kernel::prelude::*;
 
@@ -13,14 +19,38 @@ use crate::mtt::Request;
 use crate::wqe;
 
 struct Seg {
-    mr: MrRef,
+    key: u32,
     addr: u64,
     len: u64,
 }
 
 pub(crate) struct Sgl {
     segs: KVec<Seg>,
+    pd: PdId,
+    rights: u32,
     pub(crate) total: u64,
+}
+
+/// Looks `key` up and checks it for `[iova, iova + len)` with `rights` in
+/// `pd`: the MR, referenced for as long as the caller holds the result.
+pub(crate) fn checked(
+    keys: &Keys,
+    key: u32,
+    pd: PdId,
+    iova: u64,
+    len: u64,
+    rights: u32,
+) -> Option<MrRef> {
+    let m = mr::lookup(keys, key)?;
+    let req = Request {
+        key,
+        pd,
+        iova,
+        len,
+        rights,
+    };
+    m.check(&req).ok()?;
+    Some(m)
 }
 
 impl Sgl {
@@ -42,21 +72,12 @@ impl Sgl {
             if s.length == 0 {
                 continue;
             }
-            let m = mr::lookup(keys, s.lkey).ok_or(b::ib_wc_status_IB_WC_LOC_PROT_ERR)?;
-            let req = Request {
-                key: s.lkey,
-                pd,
-                iova: s.addr,
-                len: s.length.into(),
-                rights,
-            };
-            if m.check(&req).is_err() {
-                return Err(b::ib_wc_status_IB_WC_LOC_PROT_ERR);
-            }
+            checked(keys, s.lkey, pd, s.addr, s.length.into(), rights)
+                .ok_or(b::ib_wc_status_IB_WC_LOC_PROT_ERR)?;
             total += u64::from(s.length);
             segs.push(
                 Seg {
-                    mr: m,
+                    key: s.lkey,
                     addr: s.addr,
                     len: s.length.into(),
                 },
@@ -64,16 +85,23 @@ impl Sgl {
             )
             .map_err(|_| b::ib_wc_status_IB_WC_LOC_QP_OP_ERR)?;
         }
-        Ok(Sgl { segs, total })
+        Ok(Sgl {
+            segs,
+            pd,
+            rights,
+            total,
+        })
     }
 
-    /// Runs `f(seg, offset in seg, range of the buffer)` over the SGEs that
-    /// hold message bytes `[off, off + len)`.
+    /// Runs `f(mr, iova, range of the buffer)` over the SGEs that hold
+    /// message bytes `[off, off + len)`, each MR looked up and checked again
+    /// for its part. False if one is gone or no longer allows it.
     fn walk(
         &self,
+        keys: &Keys,
         off: u64,
         len: usize,
-        mut f: impl FnMut(&Seg, u64, core::ops::Range<usize>) -> bool,
+        mut f: impl FnMut(&MrRef, u64, core::ops::Range<usize>) -> bool,
     ) -> bool {
         let mut skip = off;
         let mut done = 0usize;
@@ -86,7 +114,11 @@ impl Sgl {
                 continue;
             }
             let n = ((s.len - skip) as usize).min(len - done);
-            if !f(s, skip, done..done + n) {
+            let iova = s.addr + skip;
+            let Some(m) = checked(keys, s.key, self.pd, iova, n as u64, self.rights) else {
+                return false;
+            };
+            if !f(&m, iova, done..done + n) {
                 return false;
             }
             done += n;
@@ -97,21 +129,21 @@ impl Sgl {
 
     /// Appends message bytes `[off, off + len)` to `v`, which must have the
     /// room: a packet's payload, filled without zeroing it first.
-    pub(crate) fn append(&self, off: u64, len: usize, v: &mut KVec<u8>) -> bool {
-        self.walk(off, len, |s, o, r| {
-            s.mr.append_to(s.addr + o, r.len() as u64, v)
+    pub(crate) fn append(&self, keys: &Keys, off: u64, len: usize, v: &mut KVec<u8>) -> bool {
+        self.walk(keys, off, len, |m, iova, r| {
+            m.append_to(iova, r.len() as u64, v)
         })
     }
 
     /// Places `data` at message offset `off` in the SGEs.
-    pub(crate) fn scatter(&self, off: u64, data: &[u8]) -> bool {
-        self.walk(off, data.len(), |s, o, r| {
-            data.get(r).is_some_and(|d| s.mr.write(s.addr + o, d))
+    pub(crate) fn scatter(&self, keys: &Keys, off: u64, data: &[u8]) -> bool {
+        self.walk(keys, off, data.len(), |m, iova, r| {
+            data.get(r).is_some_and(|d| m.write(iova, d))
         })
     }
 
-    /// The first SGE, for atomics' 8-byte result.
-    pub(crate) fn first(&self) -> Option<(&MrRef, u64, u64)> {
-        self.segs.first().map(|s| (&s.mr, s.addr, s.len))
+    /// The length of the first SGE, for atomics' 8-byte result.
+    pub(crate) fn first_len(&self) -> Option<u64> {
+        self.segs.first().map(|s| s.len)
     }
 }

@@ -721,6 +721,44 @@ TEST(retry_exceeded_when_the_peer_never_answers)
 	ibv_ack_async_event(&ev);
 }
 
+/*
+ * A process that exits with a WQE in flight to a peer that never answers, on
+ * a QP whose ACK timeout is 0 (wait forever, as IB allows): the exit
+ * deregisters the MR before it destroys the QP, and must not wait for the
+ * WQE. A WQE in flight holds its MRs' keys, not references (rxe looks its
+ * MRs up per packet); holding references, dereg_mr slept until the QP's
+ * destroy, which the exit only reaches after it: the process hung in D state
+ * with its pages pinned.
+ */
+TEST(exit_with_a_wqe_waiting_forever)
+{
+	int st = -1, waited;
+	pid_t pid, r;
+
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (!pid) {
+		struct ibv_context *ctx = open_dev();
+		struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+		struct side a, b;
+
+		if (!pd || setup_side(ctx, &a, pd, 16, ACC_ALL) ||
+		    setup_side(ctx, &b, pd, 16, ACC_ALL))
+			_exit(2);
+		/* B stays in RESET: nothing ever answers. */
+		if (connect_rc_timeout(ctx, a.qp, b.qp->qp_num, ACC_ALL, 7, 0, 7) ||
+		    post(a.qp, IBV_WR_RDMA_WRITE, a.buf, 4096, a.mr->lkey, (uintptr_t)b.buf,
+			 b.mr->rkey, 1))
+			_exit(3);
+		usleep(100000);
+		_exit(0);
+	}
+	for (waited = 0; !(r = waitpid(pid, &st, WNOHANG)) && waited < 20000; waited += 10)
+		usleep(10000);
+	ASSERT_NE(0, r) TH_LOG("still exiting after 20 s: dereg_mr waits for the WQE in flight");
+	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status 0x%x", st);
+}
+
 TEST(cq_overflow_raises_cq_error)
 {
 	struct ibv_context *ctx = open_dev();

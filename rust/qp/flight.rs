@@ -7,7 +7,7 @@
 use kernel::prelude::*;
 
 use crate::bindings as b;
-use crate::mr::MrRef;
+use crate::mr::Keys;
 use crate::packet::{self, Kind};
 use crate::sgl::Sgl;
 use crate::wqe::{wr, SendWqe};
@@ -72,9 +72,9 @@ pub(crate) enum Source {
 
 impl Source {
     /// Appends message bytes `[off, off + len)` to `out`, which has the room.
-    pub(crate) fn append(&self, off: u64, len: usize, out: &mut KVec<u8>) -> bool {
+    pub(crate) fn append(&self, keys: &Keys, off: u64, len: usize, out: &mut KVec<u8>) -> bool {
         match self {
-            Source::Sgl(s) => s.append(off, len, out),
+            Source::Sgl(s) => s.append(keys, off, len, out),
             Source::Inline(v) => {
                 let off = off as usize;
                 match off.checked_add(len).and_then(|end| v.get(off..end)) {
@@ -100,8 +100,11 @@ pub(crate) enum Progress {
         sgl: Sgl,
         received: u64,
     },
+    /// The target is named by its rkey, checked again for every packet (a
+    /// reference held across packets would make `dereg_mr` wait for a peer
+    /// that may never send the rest).
     Write {
-        mr: Option<MrRef>,
+        rkey: u32,
         va: u64,
         total: u64,
         received: u64,
@@ -110,7 +113,8 @@ pub(crate) enum Progress {
 
 /// A READ being answered.
 pub(crate) struct ReadServe {
-    pub(crate) mr: Option<MrRef>,
+    /// Checked again for every packet, as for `Progress::Write`.
+    pub(crate) rkey: u32,
     pub(crate) va: u64,
     pub(crate) len: u64,
     /// The PSN of the first response.
