@@ -15,6 +15,7 @@ use kernel::workqueue::WorkItem;
 
 use crate::access;
 use crate::bindings as b;
+use crate::comp;
 use crate::cq::Cqe;
 use crate::mr::{self, MrRef};
 use crate::mtt::Request;
@@ -46,6 +47,23 @@ impl WorkItem<RECV> for Qp {
 /// The receive task: answers a READ in progress and takes queued request
 /// packets, within one budget; requeues itself while work is left.
 pub(crate) fn run(qp: &Arc<Qp>) {
+    // A QP's packets are handled in the order they arrived, as a NIC
+    // handles them: an ACK that came before a request completes its send
+    // WQE before the request's receive completes. The peer sends the ACK of
+    // a message before its answer to it can exist, and applications rely on
+    // that order (perftest's latency tests with events wait for the send's
+    // completion, then the receive's, on one channel). The completer is run
+    // here first, under the SQ lock, which the send task also holds while it
+    // handles a response it took: every response delivered before these
+    // requests is handled once this returns.
+    {
+        let mut sq = qp.sq.lock();
+        if qp.is_dead() {
+            return;
+        }
+        let mut budget = BUDGET;
+        comp::drain(qp, &mut sq, &mut budget);
+    }
     let mut rq = qp.rq.lock();
     if qp.is_dead() {
         return;
@@ -126,6 +144,16 @@ fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet) {
             ack(qp, &attrs, h.psn, Syndrome::Rnr(attrs.min_rnr_timer));
         }
         Reply::Nak(nak) => ack(qp, &attrs, h.psn, Syndrome::Nak(nak)),
+    }
+    // The receive completes only after its ACK went out, as on a NIC: the
+    // application may answer as soon as it sees the completion, and its
+    // answer must not reach the peer before this ACK (the peer's send would
+    // complete after the answer's receive). A full CQ is the receiver's
+    // failure, after the data was placed and acknowledged.
+    if let Some((cqe, solicited)) = rq.completion.take() {
+        if qp.rcq().post(&cqe, solicited).is_err() {
+            qp.set_error(rq);
+        }
     }
 }
 
@@ -310,7 +338,7 @@ fn request(qp: &Arc<Qp>, rq: &mut RecvSide, attrs: &Attrs, pkt: &Packet) -> Repl
                 None => return Reply::Nak(Nak::Rnr),
                 Some(Err(status)) => {
                     let cqe = qp.cqe(0, status, b::ib_wc_opcode_IB_WC_RECV, 0);
-                    let _ = complete_recv(qp, rq, cqe, false);
+                    complete_recv(rq, cqe, false);
                     return fatal(qp, rq, Nak::RemoteOperational);
                 }
                 Some(Ok((wr_id, sgl))) => {
@@ -413,11 +441,11 @@ fn request(qp: &Arc<Qp>, rq: &mut RecvSide, attrs: &Attrs, pkt: &Packet) -> Repl
     }
 }
 
-fn complete_recv(qp: &Qp, rq: &mut RecvSide, cqe: Cqe, solicited: bool) -> Result<(), Nak> {
+/// Consumes the receive WQE and holds its completion until the packet's
+/// response (ACK or NAK) is sent: see `receive`.
+fn complete_recv(rq: &mut RecvSide, cqe: Cqe, solicited: bool) {
     rq.queue.advance_consumer();
-    qp.rcq()
-        .post(&cqe, solicited)
-        .map_err(|_| Nak::RemoteOperational)
+    rq.completion = Some((cqe, solicited));
 }
 
 /// Checks the remote access of a WRITE, READ or atomic: the QP must allow
@@ -474,7 +502,7 @@ fn send_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet) -> Reply {
             b::ib_wc_opcode_IB_WC_RECV,
             0,
         );
-        let _ = complete_recv(qp, rq, cqe, false);
+        complete_recv(rq, cqe, false);
         return fatal(qp, rq, Nak::InvalidRequest);
     }
     if !is_last(pkt.hdr.opcode) {
@@ -500,10 +528,8 @@ fn send_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet) -> Reply {
         cqe.wc_flags |= b::ib_wc_flags_IB_WC_WITH_INVALIDATE;
     }
     rq.progress = None;
-    match complete_recv(qp, rq, cqe, pkt.hdr.solicited) {
-        Ok(()) => Reply::Ack,
-        Err(nak) => fatal(qp, rq, nak),
-    }
+    complete_recv(rq, cqe, pkt.hdr.solicited);
+    Reply::Ack
 }
 
 fn write_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet) -> Reply {
@@ -550,9 +576,7 @@ fn write_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet) -> Reply {
         );
         cqe.ex = pkt.hdr.ex;
         cqe.wc_flags |= b::ib_wc_flags_IB_WC_WITH_IMM;
-        if let Err(nak) = complete_recv(qp, rq, cqe, pkt.hdr.solicited) {
-            return fatal(qp, rq, nak);
-        }
+        complete_recv(rq, cqe, pkt.hdr.solicited);
     }
     Reply::Ack
 }

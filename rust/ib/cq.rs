@@ -6,6 +6,7 @@
 
 use kernel::ffi::c_int;
 
+use super::qp::QpHandle;
 use super::{ib_ptr, CoreObject};
 use crate::bindings as b;
 
@@ -19,7 +20,7 @@ pub(crate) struct Cqe {
     /// Immediate data (network order, as carried) or invalidated rkey.
     pub(crate) ex: u32,
     pub(crate) wc_flags: u32,
-    pub(crate) qp: *mut b::ib_qp,
+    pub(crate) qp: QpHandle,
     pub(crate) qp_num: u32,
     pub(crate) src_qp: u32,
 }
@@ -74,7 +75,7 @@ pub(crate) fn kernel_wc(cqe: &Cqe) -> b::ib_wc {
     wc.status = cqe.status;
     wc.opcode = cqe.opcode;
     wc.byte_len = cqe.byte_len;
-    wc.qp = cqe.qp;
+    wc.qp = cqe.qp.as_ptr();
     wc.src_qp = cqe.src_qp;
     wc.wc_flags = cqe.wc_flags as c_int;
     wc.port_num = 1;

@@ -116,6 +116,8 @@ pub(crate) struct RecvSide {
     /// The last atomic executed (PSN, original value), replayed when the
     /// requester retransmits it.
     pub(crate) last_atomic: Option<(u32, u64)>,
+    /// A receive completion held until the response to its packet is sent.
+    pub(crate) completion: Option<(Cqe, bool)>,
     /// The first packet arrived (IB_EVENT_COMM_EST raised in RTR).
     pub(crate) established: bool,
 }
@@ -306,7 +308,7 @@ impl Qp {
             byte_len,
             ex: 0,
             wc_flags: 0,
-            qp: self.ib.as_ptr(),
+            qp: self.ib,
             qp_num: self.qpn,
             src_qp: 0,
         }
@@ -316,6 +318,10 @@ impl Qp {
     /// most the ring's capacity: user space may keep posting meanwhile, and
     /// what it posts after the flush began is not the flush's business.
     pub(crate) fn flush_rq(&self, rq: &mut RecvSide) {
+        // A completion held back comes first: its WQE was consumed first.
+        if let Some((cqe, solicited)) = rq.completion.take() {
+            let _ = self.rcq().post(&cqe, solicited);
+        }
         rq.progress = None;
         rq.read = None;
         for _ in 0..rq.queue.capacity() {

@@ -165,6 +165,7 @@ impl Qp {
                         nak_sent: false,
                         last_atomic: None,
                         established: false,
+                        completion: None,
                     }),
                     ksq <- new_irq_spinlock!(ksq),
                     krq <- new_irq_spinlock!(krq),

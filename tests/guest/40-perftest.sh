@@ -8,7 +8,7 @@
 
 TESTS="ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat"
 ktap_print_header
-ktap_set_plan 16
+ktap_set_plan 25
 oxe_load && rdma link add oxe0 type oxe netdev eth0 || ktap_exit_fail_msg "no oxe0"
 port=18515
 # listening PORT PID: the server listens on PORT, or has exited (then the
@@ -16,17 +16,24 @@ port=18515
 listening() { ss -ltn | grep -q ":$1 " || ! kill -0 "$2" 2>/dev/null; }
 
 # run_pair NAME ARGS...: server and client with the same arguments; both exit 0.
+# -F: perftest calibrates its cycle counter against gettimeofday and gives up
+# ("Correlation coefficient r^2 < 0.9 ... Can't produce a report", exit 1)
+# when the two disagree; under TCG a vCPU preempted by the host in the middle
+# of a sample makes them disagree now and then (seen once in about 30 runs of
+# ib_send_bw -a, independent of the driver). This suite checks the data path
+# through the stock tool, not its figures (make bench-perftest measures, and
+# drops a failed calibration), so a failed calibration must not fail it.
 run_pair() {
 	name=$1; shift
 	port=$((port + 1))
 	log=/tmp/pt-$port
-	timeout 300 "$@" -d oxe0 -p $port >"$log.srv" 2>&1 &
+	timeout 300 "$@" -F -d oxe0 -p $port >"$log.srv" 2>&1 &
 	srv=$!
 	# Start the client once the server listens (or has died): a client
 	# that starts too early fails to connect, however slow the guest is.
 	wait_for 120 listening $port $srv
 	ok=1
-	timeout 300 "$@" -d oxe0 -p $port 10.77.0.1 >"$log.cli" 2>&1 || ok=0
+	timeout 300 "$@" -F -d oxe0 -p $port 10.77.0.1 >"$log.cli" 2>&1 || ok=0
 	wait $srv || ok=0
 	grep -E '^ +[0-9]+ +[0-9]+ ' "$log.cli" | tail -1 | sed 's/^/# /'
 	if [ $ok = 1 ]; then
@@ -47,6 +54,16 @@ for t in $TESTS; do
 	*lat) run_pair "$t -a" $t -a -n 20 ;;
 	*) run_pair "$t -a" $t -a -n 10 ;;
 	esac
+done
+# ib_send_lat -e waits for each send's completion, then for the answer's
+# receive, on one completion channel: it fails (the send CQ overflows, a WQE
+# then exhausts its retries) if the answer's receive completes first. A
+# responder that posted the receive completion before sending its ACK, and
+# a QP that ran its responder and its completer as independent tasks, made
+# that happen in about one run in five (4 of 15, 2 of 15, 3 of 15); ten runs
+# here, on top of the one below.
+for i in 1 2 3 4 5 6 7 8 9; do
+	run_pair "ib_send_lat -e, again ($i of 9)" ib_send_lat -e
 done
 run_pair "ib_send_bw -e" ib_send_bw -e
 run_pair "ib_send_lat -e" ib_send_lat -e
