@@ -17,6 +17,7 @@ use crate::params;
 use crate::pkt::Packet;
 use crate::qp::flight::{wc_opcode, Op};
 use crate::qp::{Attrs, Qp, SendSide, RETRY, RNR, STATE_ERR};
+use crate::sgl::MrCache;
 use crate::wqe::{flags, SendWqe};
 
 fn nak_status(nak: Nak) -> u32 {
@@ -31,7 +32,7 @@ fn nak_status(nak: Nak) -> u32 {
 
 /// Handles the queued responses, within the budget; then retires a head
 /// that failed before it was sent.
-pub(crate) fn drain(qp: &Arc<Qp>, sq: &mut SendSide, budget: &mut u32) {
+pub(crate) fn drain(qp: &Arc<Qp>, sq: &mut SendSide, budget: &mut u32, cache: &mut MrCache) {
     while *budget > 0 {
         let Some(pkt) = qp.next_response() else {
             break;
@@ -40,7 +41,7 @@ pub(crate) fn drain(qp: &Arc<Qp>, sq: &mut SendSide, budget: &mut u32) {
         if qp.attrs().state == STATE_ERR {
             continue;
         }
-        response(qp, sq, &pkt);
+        response(qp, sq, &pkt, cache);
     }
     settle(qp, sq);
 }
@@ -54,7 +55,7 @@ pub(crate) fn settle(qp: &Arc<Qp>, sq: &mut SendSide) {
     }
 }
 
-fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet) {
+fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCache) {
     let h = &pkt.hdr;
     // Anything at or before `una - 1` was dealt with already.
     match h.opcode {
@@ -87,7 +88,7 @@ fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet) {
         | op::READ_RESPONSE_LAST
         | op::READ_RESPONSE_ONLY => {
             ack_through(qp, sq, packet::psn_add(h.psn, packet::PSN_MASK));
-            read_response(qp, sq, pkt);
+            read_response(qp, sq, pkt, cache);
         }
         op::ATOMIC_ACKNOWLEDGE => {
             ack_through(qp, sq, packet::psn_add(h.psn, packet::PSN_MASK));
@@ -98,7 +99,9 @@ fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet) {
                 return;
             }
             let ok = match &p.op {
-                Op::Atomic(sgl) => sgl.scatter(qp.keys.get(), 0, &h.atomic_ack.to_ne_bytes()),
+                Op::Atomic(sgl) => {
+                    sgl.scatter(qp.keys.get(), cache, 0, &h.atomic_ack.to_ne_bytes())
+                }
                 _ => false,
             };
             advance_una(sq, packet::psn_add(h.psn, 1));
@@ -161,7 +164,7 @@ fn sent_limit(sq: &SendSide) -> u32 {
     }
 }
 
-fn read_response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet) {
+fn read_response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCache) {
     let h = &pkt.hdr;
     let Some(p) = sq.inflight.front_mut() else {
         return;
@@ -175,7 +178,7 @@ fn read_response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet) {
     }
     let off = u64::from(p.done) * u64::from(p.mtu);
     let want = (p.total - off.min(p.total)).min(u64::from(p.mtu));
-    if pkt.payload.len() as u64 != want || !sgl.scatter(qp.keys.get(), off, &pkt.payload) {
+    if pkt.payload.len() as u64 != want || !sgl.scatter(qp.keys.get(), cache, off, &pkt.payload) {
         fail(qp, sq, b::ib_wc_status_IB_WC_LOC_PROT_ERR);
         return;
     }

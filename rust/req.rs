@@ -21,7 +21,7 @@ use crate::params::{self, ACK_EVERY, MAX_UNACKED_PSNS};
 use crate::pkt::Packet;
 use crate::qp::flight::{Op, Pending, Source};
 use crate::qp::{Attrs, Qp, SendSide, SEND, STATE_ERR, STATE_RTS, STATE_SQD};
-use crate::sgl::Sgl;
+use crate::sgl::{MrCache, Sgl};
 use crate::wqe::{self, flags, wr, SendWqe};
 
 /// Packets (sent or received) and WQEs one run of the send task handles
@@ -52,7 +52,8 @@ pub(crate) fn run(qp: &Arc<Qp>) {
         return;
     }
     let mut budget = BUDGET;
-    comp::drain(qp, &mut sq, &mut budget);
+    let mut cache = MrCache::new();
+    comp::drain(qp, &mut sq, &mut budget, &mut cache);
     let attrs = qp.attrs();
     let mut more = false;
     if attrs.state == STATE_ERR {
@@ -60,7 +61,7 @@ pub(crate) fn run(qp: &Arc<Qp>) {
         // Responses to what was flushed mean nothing now.
         while qp.next_response().is_some() {}
     } else if attrs.state == STATE_RTS || attrs.state == STATE_SQD {
-        more = send(qp, &mut sq, &attrs, &mut budget);
+        more = send(qp, &mut sq, &attrs, &mut budget, &mut cache);
         // A WQE that failed before a packet went out completes once it is
         // the head.
         comp::settle(qp, &mut sq);
@@ -80,14 +81,20 @@ fn in_window(sq: &SendSide, psn: u32) -> bool {
 
 /// Sends what the window and the budget allow. True if it stopped on the
 /// budget with work left.
-fn send(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs, budget: &mut u32) -> bool {
+fn send(
+    qp: &Arc<Qp>,
+    sq: &mut SendSide,
+    attrs: &Attrs,
+    budget: &mut u32,
+    cache: &mut MrCache,
+) -> bool {
     while *budget > 0 {
         if sq.rnr_wait {
             return false;
         }
         // Packets left in a WQE already in flight.
         if sq.next < sq.inflight.len() {
-            match send_packets(qp, sq, attrs, budget) {
+            match send_packets(qp, sq, attrs, budget, cache) {
                 Step::Progress => continue,
                 Step::Blocked => return false,
             }
@@ -113,7 +120,13 @@ enum Step {
 }
 
 /// Sends the next packets of the WQE at `sq.next`.
-fn send_packets(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs, budget: &mut u32) -> Step {
+fn send_packets(
+    qp: &Arc<Qp>,
+    sq: &mut SendSide,
+    attrs: &Attrs,
+    budget: &mut u32,
+    cache: &mut MrCache,
+) -> Step {
     let next = sq.next;
     let una = sq.una;
     let Some(p) = sq.inflight.get_mut(next) else {
@@ -144,7 +157,7 @@ fn send_packets(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs, budget: &mut u32
                     // Treated as lost: the retransmit timer sends it again.
                     return Step::Blocked;
                 };
-                if !src.append(qp.keys.get(), off, n, &mut payload) {
+                if !src.append(qp.keys.get(), cache, off, n, &mut payload) {
                     // The source MR changed under the WQE (invalidated).
                     p.op = Op::Failed(b::ib_wc_status_IB_WC_LOC_PROT_ERR);
                     return Step::Progress;

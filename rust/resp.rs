@@ -25,7 +25,7 @@ use crate::pkt::Packet;
 use crate::qp::flight::{Progress, ReadServe};
 use crate::qp::{Attrs, Qp, RecvSide, RECV, STATE_RTR, STATE_RTS, STATE_SQD, STATE_SQE};
 use crate::req::BUDGET;
-use crate::sgl::{self, Sgl};
+use crate::sgl::{MrCache, Sgl};
 use crate::wqe;
 
 enum Reply {
@@ -62,23 +62,24 @@ pub(crate) fn run(qp: &Arc<Qp>) {
             return;
         }
         let mut budget = BUDGET;
-        comp::drain(qp, &mut sq, &mut budget);
+        comp::drain(qp, &mut sq, &mut budget, &mut MrCache::new());
     }
     let mut rq = qp.rq.lock();
     if qp.is_dead() {
         return;
     }
     let mut budget = BUDGET;
+    let mut cache = MrCache::new();
     while budget > 0 {
         if rq.read.is_some() {
-            serve_read(qp, &mut rq, &mut budget);
+            serve_read(qp, &mut rq, &mut budget, &mut cache);
             continue;
         }
         let Some(pkt) = qp.next_request() else {
             break;
         };
         budget -= 1;
-        receive(qp, &mut rq, &pkt);
+        receive(qp, &mut rq, &pkt, &mut cache);
     }
     let more = rq.read.is_some() || !qp.inbox.lock().requests.is_empty();
     drop(rq);
@@ -100,7 +101,7 @@ fn ack(qp: &Qp, attrs: &Attrs, psn: u32, syndrome: Syndrome) {
 }
 
 /// Takes one request packet.
-fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet) {
+fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache) {
     // Checked under the RQ lock: `Qp::set_error` flushes under it, and no
     // packet may start a message on an ERR QP after the flush.
     let attrs = qp.attrs();
@@ -126,7 +127,7 @@ fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet) {
         return;
     }
     rq.nak_sent = false;
-    match request(qp, rq, &attrs, pkt) {
+    match request(qp, rq, &attrs, pkt, cache) {
         Reply::Ack => {
             rq.epsn = packet::psn_add(rq.epsn, 1);
             if h.ack_req {
@@ -228,7 +229,7 @@ fn start_read(
 }
 
 /// Sends the next READ response packets, within the budget.
-fn serve_read(qp: &Arc<Qp>, rq: &mut RecvSide, budget: &mut u32) {
+fn serve_read(qp: &Arc<Qp>, rq: &mut RecvSide, budget: &mut u32, cache: &mut MrCache) {
     let attrs = qp.attrs();
     let Some(r) = rq.read.as_mut() else {
         return;
@@ -243,15 +244,16 @@ fn serve_read(qp: &Arc<Qp>, rq: &mut RecvSide, budget: &mut u32) {
         };
         let iova = r.va.wrapping_add(off);
         let ok = n == 0
-            || sgl::checked(
-                qp.keys.get(),
-                r.rkey,
-                qp.pd,
-                iova,
-                n as u64,
-                access::REMOTE_READ,
-            )
-            .is_some_and(|m| m.append_to(iova, n as u64, &mut payload));
+            || cache
+                .checked(
+                    qp.keys.get(),
+                    r.rkey,
+                    qp.pd,
+                    iova,
+                    n as u64,
+                    access::REMOTE_READ,
+                )
+                .is_some_and(|m| m.append_to(iova, n as u64, &mut payload));
         let psn = packet::psn_add(r.psn, r.next);
         if !ok {
             // The MR went (or was invalidated) under the READ.
@@ -326,7 +328,13 @@ fn take_recv(qp: &Qp, rq: &mut RecvSide) -> Option<Result<(u64, Sgl), u32>> {
 }
 
 /// Executes the expected request packet.
-fn request(qp: &Arc<Qp>, rq: &mut RecvSide, attrs: &Attrs, pkt: &Packet) -> Reply {
+fn request(
+    qp: &Arc<Qp>,
+    rq: &mut RecvSide,
+    attrs: &Attrs,
+    pkt: &Packet,
+    cache: &mut MrCache,
+) -> Reply {
     let h = &pkt.hdr;
     let o = h.opcode;
     match o {
@@ -349,13 +357,13 @@ fn request(qp: &Arc<Qp>, rq: &mut RecvSide, attrs: &Attrs, pkt: &Packet) -> Repl
                     });
                 }
             }
-            send_data(qp, rq, pkt)
+            send_data(qp, rq, pkt, cache)
         }
         op::SEND_MIDDLE | op::SEND_LAST | op::SEND_LAST_IMM | op::SEND_LAST_INV => {
             if !matches!(rq.progress, Some(Progress::Send { .. })) {
                 return fatal(qp, rq, Nak::InvalidRequest);
             }
-            send_data(qp, rq, pkt)
+            send_data(qp, rq, pkt, cache)
         }
         op::WRITE_FIRST | op::WRITE_ONLY | op::WRITE_ONLY_IMM => {
             let Some(reth) = h.reth else {
@@ -388,7 +396,7 @@ fn request(qp: &Arc<Qp>, rq: &mut RecvSide, attrs: &Attrs, pkt: &Packet) -> Repl
                     })
                 }
             }
-            write_data(qp, rq, pkt)
+            write_data(qp, rq, pkt, cache)
         }
         op::WRITE_MIDDLE | op::WRITE_LAST | op::WRITE_LAST_IMM => {
             if !matches!(rq.progress, Some(Progress::Write { .. })) {
@@ -397,7 +405,7 @@ fn request(qp: &Arc<Qp>, rq: &mut RecvSide, attrs: &Attrs, pkt: &Packet) -> Repl
             if o == op::WRITE_LAST_IMM && rq.queue.is_empty() {
                 return Reply::Nak(Nak::Rnr);
             }
-            write_data(qp, rq, pkt)
+            write_data(qp, rq, pkt, cache)
         }
         op::READ_REQUEST => {
             let Some(reth) = h.reth else {
@@ -477,7 +485,7 @@ fn remote(
     Ok(Some(m))
 }
 
-fn send_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet) -> Reply {
+fn send_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache) -> Reply {
     let len = pkt.payload.len() as u64;
     let (wr_id, fits, received) = match &mut rq.progress {
         Some(Progress::Send {
@@ -485,8 +493,8 @@ fn send_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet) -> Reply {
             sgl,
             received,
         }) => {
-            let fits =
-                *received + len <= sgl.total && sgl.scatter(qp.keys.get(), *received, &pkt.payload);
+            let fits = *received + len <= sgl.total
+                && sgl.scatter(qp.keys.get(), cache, *received, &pkt.payload);
             if fits {
                 *received += len;
             }
@@ -532,7 +540,7 @@ fn send_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet) -> Reply {
     Reply::Ack
 }
 
-fn write_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet) -> Reply {
+fn write_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache) -> Reply {
     let len = pkt.payload.len() as u64;
     let (placed, total) = match &mut rq.progress {
         Some(Progress::Write {
@@ -545,7 +553,8 @@ fn write_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet) -> Reply {
             let placed = if *received + len > *total {
                 Err(Nak::InvalidRequest)
             } else if len > 0
-                && !sgl::checked(qp.keys.get(), *rkey, qp.pd, iova, len, access::REMOTE_WRITE)
+                && !cache
+                    .checked(qp.keys.get(), *rkey, qp.pd, iova, len, access::REMOTE_WRITE)
                     .is_some_and(|m| m.write(iova, &pkt.payload))
             {
                 Err(Nak::RemoteAccess)

@@ -53,6 +53,49 @@ pub(crate) fn checked(
     Some(m)
 }
 
+/// The MR a task's run last used, reused for the following packets of that
+/// run (a lookup is an RCU walk and two atomic operations per packet). It
+/// lives in the run's stack frame, so no reference outlives a run, and the
+/// access is still checked for every packet: a key that changed (fast
+/// registration), a right taken away (rereg) or an invalidation is seen.
+pub(crate) struct MrCache {
+    key: u32,
+    mr: Option<MrRef>,
+}
+
+impl MrCache {
+    pub(crate) const fn new() -> Self {
+        MrCache { key: 0, mr: None }
+    }
+
+    /// As [`checked`], with the MR of the previous call reused if the key is
+    /// the same.
+    pub(crate) fn checked(
+        &mut self,
+        keys: &Keys,
+        key: u32,
+        pd: PdId,
+        iova: u64,
+        len: u64,
+        rights: u32,
+    ) -> Option<&MrRef> {
+        if self.mr.is_none() || self.key != key {
+            self.mr = mr::lookup(keys, key);
+            self.key = key;
+        }
+        let m = self.mr.as_ref()?;
+        let req = Request {
+            key,
+            pd,
+            iova,
+            len,
+            rights,
+        };
+        m.check(&req).ok()?;
+        Some(m)
+    }
+}
+
 impl Sgl {
     /// Checks SGEs `0..num` of the WQE copy `w` (array at `base`) for
     /// `rights` in `pd`. On failure, the work completion status to report.
@@ -99,6 +142,7 @@ impl Sgl {
     fn walk(
         &self,
         keys: &Keys,
+        cache: &mut MrCache,
         off: u64,
         len: usize,
         mut f: impl FnMut(&MrRef, u64, core::ops::Range<usize>) -> bool,
@@ -115,10 +159,10 @@ impl Sgl {
             }
             let n = ((s.len - skip) as usize).min(len - done);
             let iova = s.addr + skip;
-            let Some(m) = checked(keys, s.key, self.pd, iova, n as u64, self.rights) else {
+            let Some(m) = cache.checked(keys, s.key, self.pd, iova, n as u64, self.rights) else {
                 return false;
             };
-            if !f(&m, iova, done..done + n) {
+            if !f(m, iova, done..done + n) {
                 return false;
             }
             done += n;
@@ -129,15 +173,22 @@ impl Sgl {
 
     /// Appends message bytes `[off, off + len)` to `v`, which must have the
     /// room: a packet's payload, filled without zeroing it first.
-    pub(crate) fn append(&self, keys: &Keys, off: u64, len: usize, v: &mut KVec<u8>) -> bool {
-        self.walk(keys, off, len, |m, iova, r| {
+    pub(crate) fn append(
+        &self,
+        keys: &Keys,
+        cache: &mut MrCache,
+        off: u64,
+        len: usize,
+        v: &mut KVec<u8>,
+    ) -> bool {
+        self.walk(keys, cache, off, len, |m, iova, r| {
             m.append_to(iova, r.len() as u64, v)
         })
     }
 
     /// Places `data` at message offset `off` in the SGEs.
-    pub(crate) fn scatter(&self, keys: &Keys, off: u64, data: &[u8]) -> bool {
-        self.walk(keys, off, data.len(), |m, iova, r| {
+    pub(crate) fn scatter(&self, keys: &Keys, cache: &mut MrCache, off: u64, data: &[u8]) -> bool {
+        self.walk(keys, cache, off, data.len(), |m, iova, r| {
             data.get(r).is_some_and(|d| m.write(iova, d))
         })
     }

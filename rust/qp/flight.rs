@@ -9,7 +9,7 @@ use kernel::prelude::*;
 use crate::bindings as b;
 use crate::mr::Keys;
 use crate::packet::{self, Kind};
-use crate::sgl::Sgl;
+use crate::sgl::{MrCache, Sgl};
 use crate::wqe::{wr, SendWqe};
 
 /// The work completion opcode of a send WQE opcode.
@@ -72,9 +72,16 @@ pub(crate) enum Source {
 
 impl Source {
     /// Appends message bytes `[off, off + len)` to `out`, which has the room.
-    pub(crate) fn append(&self, keys: &Keys, off: u64, len: usize, out: &mut KVec<u8>) -> bool {
+    pub(crate) fn append(
+        &self,
+        keys: &Keys,
+        cache: &mut MrCache,
+        off: u64,
+        len: usize,
+        out: &mut KVec<u8>,
+    ) -> bool {
         match self {
-            Source::Sgl(s) => s.append(keys, off, len, out),
+            Source::Sgl(s) => s.append(keys, cache, off, len, out),
             Source::Inline(v) => {
                 let off = off as usize;
                 match off.checked_add(len).and_then(|end| v.get(off..end)) {
