@@ -31,6 +31,19 @@ pub(crate) struct Sgl {
     pub(crate) total: u64,
 }
 
+/// Whether `m` (named by `key`) allows `[iova, iova + len)` with `rights`
+/// in `pd`.
+fn allows(m: &MrRef, key: u32, pd: PdId, iova: u64, len: u64, rights: u32) -> bool {
+    let req = Request {
+        key,
+        pd,
+        iova,
+        len,
+        rights,
+    };
+    m.check(&req).is_ok()
+}
+
 /// Looks `key` up and checks it for `[iova, iova + len)` with `rights` in
 /// `pd`: the MR, referenced for as long as the caller holds the result.
 pub(crate) fn checked(
@@ -42,15 +55,7 @@ pub(crate) fn checked(
     rights: u32,
 ) -> Option<MrRef> {
     let m = mr::lookup(keys, key)?;
-    let req = Request {
-        key,
-        pd,
-        iova,
-        len,
-        rights,
-    };
-    m.check(&req).ok()?;
-    Some(m)
+    allows(&m, key, pd, iova, len, rights).then_some(m)
 }
 
 /// The MR a task's run last used, reused for the following packets of that
@@ -84,15 +89,7 @@ impl MrCache {
             self.key = key;
         }
         let m = self.mr.as_ref()?;
-        let req = Request {
-            key,
-            pd,
-            iova,
-            len,
-            rights,
-        };
-        m.check(&req).ok()?;
-        Some(m)
+        allows(m, key, pd, iova, len, rights).then_some(m)
     }
 }
 
