@@ -10,7 +10,7 @@
 //! 2. It converts each raw pointer once, in a block with a `// SAFETY:`
 //!    comment: an `ib_*` object to the oxe object around it
 //!    ([`from_ib`]), a udata to a [`Udata`], an output to a `&mut`.
-//! 3. It calls safe methods of the domain object (`device`, `pd`, `mr`, `cq`),
+//! 3. It calls safe methods of the domain object (`device`, `pd`, `mr`, `cq`, `qp`),
 //!    which never see a raw pointer of the core, and turns their `Result` into
 //!    the core's convention ([`to_c`], [`to_c_ptr`]).
 //!
@@ -20,20 +20,18 @@
 //! in place ([`init_in_place`]) in the core's zeroed memory and dropped in
 //! place ([`drop_in_place`]) by the matching destroy verb.
 //!
-//! Porting a verb here (the QP's are next), as `ffi/cq.rs` does for the CQ:
+//! Adding a verb (the SRQ's, MW's and AH's are next), as `ffi/qp.rs` does:
 //!
-//! - In the domain file, the object becomes
-//!   `#[repr(C)] struct OxeQp { ib: Opaque<b::ib_qp>, qp: Arc<Qp> }` followed
-//!   by `ffi::core_object!(OxeQp, ib: b::ib_qp, qp: Arc<Qp>);` (no `Option`:
-//!   `create_qp` initialises `qp` in place with
-//!   `init_in_place::<OxeQp, _>(ib, value)`, `destroy_qp` ends with
-//!   `drop_in_place::<OxeQp>(ib)`).
-//! - In `ffi/qp.rs`, each `unsafe extern "C" fn` has one `// SAFETY:` block
-//!   that yields `from_ib::<OxeQp>(ib)`, `&*attr`, `Udata::from_raw(udata)`,
+//! - In the domain file, the object is `#[repr(C)]` with the core's struct
+//!   first, as `Opaque`, and the driver's part after it, declared with
+//!   `ib::core_object!(OxeQp, ib: b::ib_qp, qp: Arc<Qp>)` (no `Option`: the
+//!   create verb initialises it in place, the destroy verb drops it in place).
+//! - In `ffi/<object>.rs`, each `unsafe extern "C" fn` has one `// SAFETY:`
+//!   block that yields the oxe object, `&*attr`, `Udata::from_raw(udata)`,
 //!   then calls a safe method and returns `to_c(..)`.
-//! - Core fields the domain needs (`ib_qp.qp_num`, its device, its events)
-//!   become safe methods in `impl OxeQp` blocks of `ffi/qp.rs`, as
-//!   `OxeCq::device` and `OxeCq::publish_cqe` are for the CQ.
+//! - What the object needs of the core at run time (its events, its handle
+//!   for work completions, references to the device's tables) goes through
+//!   `ib/` (`QpHandle`, `CoreRef`), which sits below the objects.
 //! - Domain methods take `Option<&Udata<'_>>` (`None` for kernel callers) and
 //!   use `udata::in_empty`, `Udata::require_out`, `Udata::respond`,
 //!   `Udata::ucontext` and `queue::withdraw_from`.
@@ -78,8 +76,7 @@ pub(crate) fn to_c_ptr<T>(r: Result<*mut T>) -> *mut T {
     r.unwrap_or_else(err_ptr)
 }
 
-/// The verbs of an oxe device, for `ib_set_device_ops`. The QP verbs are
-/// still in `qp.rs`, with their own conversions.
+/// The verbs of an oxe device, for `ib_set_device_ops`.
 pub(crate) fn device_ops() -> b::ib_device_ops {
     let mut ops: b::ib_device_ops = pin_init::zeroed();
     ops.owner = crate::THIS_MODULE.as_ptr();
