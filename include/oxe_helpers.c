@@ -115,6 +115,16 @@ struct page *oxe_pfn_to_page(unsigned long pfn)
 	return pfn_to_page(pfn);
 }
 
+void oxe_get_page(unsigned long pfn)
+{
+	get_page(pfn_to_page(pfn));
+}
+
+void oxe_put_page(unsigned long pfn)
+{
+	put_page(pfn_to_page(pfn));
+}
+
 long oxe_virt_to_pfn(u64 va)
 {
 	const void *p = (const void *)(uintptr_t)va;

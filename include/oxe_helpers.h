@@ -45,6 +45,8 @@ void oxe_unaccount_pinned(struct mm_struct *mm, unsigned long npages);
 
 unsigned long oxe_page_to_pfn(struct page *page);
 struct page *oxe_pfn_to_page(unsigned long pfn);
+void oxe_get_page(unsigned long pfn);
+void oxe_put_page(unsigned long pfn);
 /*
  * The frame behind a kernel virtual address of the linear map (the "DMA
  * address" of a device using virtual DMA), or -1 if @va is not one.

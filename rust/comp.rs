@@ -12,6 +12,7 @@ use kernel::sync::Arc;
 use kernel::workqueue::WorkItem;
 
 use crate::bindings as b;
+use crate::mr::Src;
 use crate::packet::{self, op, Nak, Syndrome};
 use crate::params;
 use crate::pkt::Packet;
@@ -99,9 +100,12 @@ fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCache) 
                 return;
             }
             let ok = match &p.op {
-                Op::Atomic(sgl) => {
-                    sgl.scatter(qp.keys.get(), cache, 0, &h.atomic_ack.to_ne_bytes())
-                }
+                Op::Atomic(sgl) => sgl.scatter(
+                    qp.keys.get(),
+                    cache,
+                    0,
+                    Src::Bytes(&h.atomic_ack.to_ne_bytes()),
+                ),
                 _ => false,
             };
             advance_una(sq, packet::psn_add(h.psn, 1));
@@ -178,7 +182,9 @@ fn read_response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCa
     }
     let off = u64::from(p.done) * u64::from(p.mtu);
     let want = (p.total - off.min(p.total)).min(u64::from(p.mtu));
-    if pkt.payload.len() as u64 != want || !sgl.scatter(qp.keys.get(), cache, off, &pkt.payload) {
+    if pkt.payload.len() as u64 != want
+        || !sgl.scatter(qp.keys.get(), cache, off, pkt.payload.src())
+    {
         fail(qp, sq, b::ib_wc_status_IB_WC_LOC_PROT_ERR);
         return;
     }

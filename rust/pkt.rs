@@ -6,18 +6,71 @@
 
 use kernel::prelude::*;
 
+use crate::mr::{MrRef, PageRef, Src, PAGE_SIZE};
 use crate::packet::Hdr;
 
 pub(crate) struct Packet {
     pub(crate) hdr: Hdr,
-    pub(crate) payload: KVec<u8>,
+    pub(crate) payload: Payload,
 }
 
 impl Packet {
     pub(crate) fn new(hdr: Hdr) -> Self {
         Packet {
             hdr,
-            payload: KVec::new(),
+            payload: Payload::empty(),
+        }
+    }
+}
+
+/// Why a payload could not be gathered.
+pub(crate) enum Gather {
+    /// No memory for it: the packet counts as lost, and is sent again.
+    NoMem,
+    /// A source MR is gone or no longer allows the access.
+    Access,
+}
+
+/// A packet's payload: its bytes, or references on the sender's pages
+/// (loopback from user MRs, placed with one copy; see `PageRef`).
+pub(crate) enum Payload {
+    Bytes(KVec<u8>),
+    Pages { refs: KVec<PageRef>, len: usize },
+}
+
+impl Payload {
+    pub(crate) const fn empty() -> Self {
+        Payload::Bytes(KVec::new())
+    }
+
+    /// `[iova, iova + len)` of `m`, whose access the caller checked.
+    pub(crate) fn from_mr(m: &MrRef, iova: u64, len: usize) -> Result<Self, Gather> {
+        if len > 0 {
+            let cap = len / PAGE_SIZE as usize + 2;
+            let mut refs = KVec::with_capacity(cap, GFP_KERNEL).map_err(|_| Gather::NoMem)?;
+            if m.page_refs(iova, len as u64, &mut refs) {
+                return Ok(Payload::Pages { refs, len });
+            }
+        }
+        let mut v = KVec::with_capacity(len, GFP_KERNEL).map_err(|_| Gather::NoMem)?;
+        if m.append_to(iova, len as u64, &mut v) {
+            Ok(Payload::Bytes(v))
+        } else {
+            Err(Gather::Access)
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Payload::Bytes(v) => v.len(),
+            Payload::Pages { len, .. } => *len,
+        }
+    }
+
+    pub(crate) fn src(&self) -> Src<'_> {
+        match self {
+            Payload::Bytes(v) => Src::Bytes(v),
+            Payload::Pages { refs, len } => Src::Pages(refs, *len),
         }
     }
 }

@@ -18,7 +18,7 @@ use crate::mr;
 use crate::net;
 use crate::packet::{self, op, AtomicEth, Hdr, Kind, Reth};
 use crate::params::{self, ACK_EVERY, MAX_UNACKED_PSNS};
-use crate::pkt::Packet;
+use crate::pkt::{Gather, Packet};
 use crate::qp::flight::{Op, Pending, Source};
 use crate::qp::{Attrs, Qp, SendSide, SEND, STATE_ERR, STATE_RTS, STATE_SQD};
 use crate::sgl::{MrCache, Sgl};
@@ -153,15 +153,16 @@ fn send_packets(
                 }
                 let off = u64::from(i) * u64::from(p.mtu);
                 let n = (p.total - off.min(p.total)).min(u64::from(p.mtu)) as usize;
-                let Ok(mut payload) = KVec::with_capacity(n, GFP_KERNEL) else {
+                let payload = match src.gather(qp.keys.get(), cache, off, n) {
+                    Ok(payload) => payload,
                     // Treated as lost: the retransmit timer sends it again.
-                    return Step::Blocked;
+                    Err(Gather::NoMem) => return Step::Blocked,
+                    Err(Gather::Access) => {
+                        // The source MR changed under the WQE (invalidated).
+                        p.op = Op::Failed(b::ib_wc_status_IB_WC_LOC_PROT_ERR);
+                        return Step::Progress;
+                    }
                 };
-                if !src.append(qp.keys.get(), cache, off, n, &mut payload) {
-                    // The source MR changed under the WQE (invalidated).
-                    p.op = Op::Failed(b::ib_wc_status_IB_WC_LOC_PROT_ERR);
-                    return Step::Progress;
-                }
                 let mut hdr = Hdr::new(packet::opcode(*kind, i, p.npkts), psn, dest);
                 let last = i + 1 == p.npkts;
                 hdr.ack_req = packet::ack_req(i, p.npkts, ACK_EVERY);

@@ -21,7 +21,7 @@ use crate::mr::{self, MrRef};
 use crate::mtt::Request;
 use crate::net;
 use crate::packet::{self, op, Hdr, Nak, Syndrome};
-use crate::pkt::Packet;
+use crate::pkt::{Gather, Packet, Payload};
 use crate::qp::flight::{Progress, ReadServe};
 use crate::qp::{Attrs, Qp, RecvSide, RECV, STATE_RTR, STATE_RTS, STATE_SQD, STATE_SQE};
 use crate::req::BUDGET;
@@ -89,7 +89,7 @@ pub(crate) fn run(qp: &Arc<Qp>) {
 }
 
 /// Sends a response to the requester.
-fn respond(qp: &Qp, attrs: &Attrs, mut hdr: Hdr, payload: KVec<u8>) {
+fn respond(qp: &Qp, attrs: &Attrs, mut hdr: Hdr, payload: Payload) {
     hdr.qpn = attrs.dest_qpn;
     net::xmit(qp, Packet { hdr, payload });
 }
@@ -97,7 +97,7 @@ fn respond(qp: &Qp, attrs: &Attrs, mut hdr: Hdr, payload: KVec<u8>) {
 fn ack(qp: &Qp, attrs: &Attrs, psn: u32, syndrome: Syndrome) {
     let mut h = Hdr::new(op::ACKNOWLEDGE, psn, 0);
     h.aeth = Some(syndrome);
-    respond(qp, attrs, h, KVec::new());
+    respond(qp, attrs, h, Payload::empty());
 }
 
 /// Takes one request packet.
@@ -162,7 +162,7 @@ fn atomic_ack(qp: &Qp, attrs: &Attrs, psn: u32, orig: u64) {
     let mut h = Hdr::new(op::ATOMIC_ACKNOWLEDGE, psn, 0);
     h.aeth = Some(Syndrome::Ack);
     h.atomic_ack = orig;
-    respond(qp, attrs, h, KVec::new());
+    respond(qp, attrs, h, Payload::empty());
 }
 
 /// A request seen before: the requester went back past it.
@@ -237,31 +237,38 @@ fn serve_read(qp: &Arc<Qp>, rq: &mut RecvSide, budget: &mut u32, cache: &mut MrC
     while *budget > 0 && r.next < r.count {
         let off = u64::from(r.next) * u64::from(r.mtu);
         let n = (r.len - off.min(r.len)).min(u64::from(r.mtu)) as usize;
-        let Ok(mut payload) = KVec::with_capacity(n, GFP_KERNEL) else {
-            // Try again on the next run.
-            *budget = 0;
-            return;
-        };
         let iova = r.va.wrapping_add(off);
-        let ok = n == 0
-            || cache
-                .checked(
-                    qp.keys.get(),
-                    r.rkey,
-                    qp.pd,
-                    iova,
-                    n as u64,
-                    access::REMOTE_READ,
-                )
-                .is_some_and(|m| m.append_to(iova, n as u64, &mut payload));
+        let payload = if n == 0 {
+            Ok(Payload::empty())
+        } else {
+            match cache.checked(
+                qp.keys.get(),
+                r.rkey,
+                qp.pd,
+                iova,
+                n as u64,
+                access::REMOTE_READ,
+            ) {
+                Some(m) => Payload::from_mr(m, iova, n),
+                None => Err(Gather::Access),
+            }
+        };
         let psn = packet::psn_add(r.psn, r.next);
-        if !ok {
-            // The MR went (or was invalidated) under the READ.
-            rq.read = None;
-            qp.set_error(rq);
-            ack(qp, &attrs, psn, Syndrome::Nak(Nak::RemoteAccess));
-            return;
-        }
+        let payload = match payload {
+            Ok(p) => p,
+            Err(Gather::NoMem) => {
+                // Try again on the next run.
+                *budget = 0;
+                return;
+            }
+            Err(Gather::Access) => {
+                // The MR went (or was invalidated) under the READ.
+                rq.read = None;
+                qp.set_error(rq);
+                ack(qp, &attrs, psn, Syndrome::Nak(Nak::RemoteAccess));
+                return;
+            }
+        };
         let mut h = Hdr::new(packet::read_response_opcode(r.next, r.count), psn, 0);
         if r.next == 0 || r.next + 1 == r.count {
             h.aeth = Some(Syndrome::Ack);
@@ -494,7 +501,7 @@ fn send_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache)
             received,
         }) => {
             let fits = *received + len <= sgl.total
-                && sgl.scatter(qp.keys.get(), cache, *received, &pkt.payload);
+                && sgl.scatter(qp.keys.get(), cache, *received, pkt.payload.src());
             if fits {
                 *received += len;
             }
@@ -555,7 +562,7 @@ fn write_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache
             } else if len > 0
                 && !cache
                     .checked(qp.keys.get(), *rkey, qp.pd, iova, len, access::REMOTE_WRITE)
-                    .is_some_and(|m| m.write(iova, &pkt.payload))
+                    .is_some_and(|m| m.write(iova, pkt.payload.src(), 0, len as usize))
             {
                 Err(Nak::RemoteAccess)
             } else {

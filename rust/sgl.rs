@@ -14,8 +14,9 @@ use kernel::prelude::*;
 
 use crate::access::PdId;
 use crate::bindings as b;
-use crate::mr::{self, Keys, MrRef};
+use crate::mr::{self, Keys, MrRef, Src, PAGE_SIZE};
 use crate::mtt::Request;
+use crate::pkt::{Gather, Payload};
 use crate::wqe;
 
 struct Seg {
@@ -168,25 +169,42 @@ impl Sgl {
         done == len
     }
 
-    /// Appends message bytes `[off, off + len)` to `v`, which must have the
-    /// room: a packet's payload, filled without zeroing it first.
-    pub(crate) fn append(
+    /// Message bytes `[off, off + len)` as a packet's payload: references on
+    /// the pages of user MRs, a copy of kernel memory.
+    pub(crate) fn gather(
         &self,
         keys: &Keys,
         cache: &mut MrCache,
         off: u64,
         len: usize,
-        v: &mut KVec<u8>,
-    ) -> bool {
-        self.walk(keys, cache, off, len, |m, iova, r| {
-            m.append_to(iova, r.len() as u64, v)
-        })
+    ) -> Result<Payload, Gather> {
+        if len > 0 {
+            // A part of an SGE of `n` bytes touches at most n / PAGE_SIZE + 2
+            // pages; with too little room the bytes are copied instead.
+            let parts = self.segs.len().min(len);
+            let cap = len / PAGE_SIZE as usize + 2 * parts;
+            let mut refs = KVec::with_capacity(cap, GFP_KERNEL).map_err(|_| Gather::NoMem)?;
+            if self.walk(keys, cache, off, len, |m, iova, r| {
+                m.page_refs(iova, r.len() as u64, &mut refs)
+            }) {
+                return Ok(Payload::Pages { refs, len });
+            }
+        }
+        // Kernel memory, or a check that failed (and fails again here).
+        let mut v = KVec::with_capacity(len, GFP_KERNEL).map_err(|_| Gather::NoMem)?;
+        if self.walk(keys, cache, off, len, |m, iova, r| {
+            m.append_to(iova, r.len() as u64, &mut v)
+        }) {
+            Ok(Payload::Bytes(v))
+        } else {
+            Err(Gather::Access)
+        }
     }
 
-    /// Places `data` at message offset `off` in the SGEs.
-    pub(crate) fn scatter(&self, keys: &Keys, cache: &mut MrCache, off: u64, data: &[u8]) -> bool {
-        self.walk(keys, cache, off, data.len(), |m, iova, r| {
-            data.get(r).is_some_and(|d| m.write(iova, d))
+    /// Places the bytes of `src` at message offset `off` in the SGEs.
+    pub(crate) fn scatter(&self, keys: &Keys, cache: &mut MrCache, off: u64, src: Src<'_>) -> bool {
+        self.walk(keys, cache, off, src.len(), |m, iova, r| {
+            m.write(iova, src, r.start, r.len())
         })
     }
 

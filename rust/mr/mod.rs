@@ -22,7 +22,7 @@ mod fast;
 mod pages;
 
 use fast::Fast;
-pub(crate) use pages::PAGE_SIZE;
+pub(crate) use pages::{PageRef, Src, PAGE_SIZE};
 use pages::{Pinned, PinnedCell, PAGE_SHIFT};
 
 /// What an MR maps.
@@ -203,17 +203,14 @@ impl MrRef {
         }
     }
 
-    /// Copies `data` into the MR at `iova`. The caller checked the access.
-    pub(crate) fn write(&self, iova: u64, data: &[u8]) -> bool {
-        let mut off = 0usize;
-        self.frags(iova, data.len() as u64, |f| {
-            let len = f.len();
-            let Some(src) = data.get(off..off + len) else {
-                return false;
-            };
-            f.write(src);
-            off += len;
-            true
+    /// Copies `len` bytes of `src`, from `pos` on, into the MR at `iova`.
+    /// The caller checked the access.
+    pub(crate) fn write(&self, iova: u64, src: Src<'_>, pos: usize, len: usize) -> bool {
+        let mut at = pos;
+        self.frags(iova, len as u64, |f| {
+            let ok = f.write_from(src, at);
+            at += f.len();
+            ok
         })
     }
 

@@ -227,6 +227,64 @@ impl Frag {
         };
     }
 
+    /// Copies into the fragment its length of `src`'s bytes from `pos` on.
+    pub(super) fn write_from(&self, src: Src<'_>, pos: usize) -> bool {
+        let n = self.len();
+        match src {
+            Src::Bytes(data) => match pos.checked_add(n).and_then(|end| data.get(pos..end)) {
+                Some(d) => {
+                    self.write(d);
+                    true
+                }
+                None => false,
+            },
+            Src::Pages(refs, _) => {
+                // The pieces of the source pages that make up `[pos, pos + n)`.
+                let mut skip = pos;
+                let mut done = 0usize;
+                for r in refs {
+                    if done == n {
+                        break;
+                    }
+                    let rlen = r.len();
+                    if skip >= rlen {
+                        skip -= rlen;
+                        continue;
+                    }
+                    let k = (rlen - skip).min(n - done);
+                    // SAFETY: `r` holds a reference on its page, `skip + k`
+                    // is within its piece; the destination lies inside a page
+                    // the MR maps (see `MrRef::frags`), `done + k` within the
+                    // fragment. Distinct kmap_local mappings, unmapped in
+                    // reverse order.
+                    unsafe {
+                        with_page(r.0.pfn, |s| {
+                            with_page(self.0.pfn, |d| {
+                                ptr::copy(
+                                    s.add(r.0.offset as usize + skip),
+                                    d.add(self.0.offset as usize + done),
+                                    k,
+                                )
+                            })
+                        })
+                    };
+                    done += k;
+                    skip = 0;
+                }
+                done == n
+            }
+        }
+    }
+
+    /// Takes a reference on the fragment's page, for a packet that carries
+    /// the page instead of a copy of its bytes.
+    fn page_ref(&self) -> PageRef {
+        // SAFETY: a page the MR maps, kept so by the caller's reference on
+        // the MR; the reference taken here is dropped by `PageRef`.
+        unsafe { b::oxe_get_page(self.0.pfn as c_ulong) };
+        PageRef(self.0)
+    }
+
     /// Appends the fragment's bytes to `v`, whose spare capacity holds them
     /// (false otherwise, `v` unchanged): a packet's payload is filled straight
     /// from the MR, without zeroing it first.
@@ -261,6 +319,49 @@ impl Frag {
         // Other CPUs and the user may access it concurrently: atomics.
         // SAFETY: as for `write`; an aligned u64 inside the mapped page.
         Some(unsafe { with_page(self.0.pfn, |p| op(Atomic::from_ptr(p.add(off).cast()))) })
+    }
+}
+
+/// A piece of a page that a packet carries by reference (loopback from a
+/// user MR): one copy per byte, from the sender's pages straight into the
+/// receiver's, instead of two. The reference is on the page, not on the MR:
+/// a packet waiting in a queue does not hold up `dereg_mr`, and whatever
+/// happens to the MR meanwhile (dereg, rereg) the page stays valid memory.
+pub(crate) struct PageRef(Fragment);
+
+impl PageRef {
+    pub(crate) fn len(&self) -> usize {
+        self.0.len as usize
+    }
+}
+
+impl Drop for PageRef {
+    fn drop(&mut self) {
+        // SAFETY: the reference `Frag::page_ref` took.
+        unsafe { b::oxe_put_page(self.0.pfn as c_ulong) };
+    }
+}
+
+// SAFETY: a counted page reference may be dropped on any thread, and the
+// page is only read through kmap_local.
+unsafe impl Send for PageRef {}
+// SAFETY: as above; shared use only reads the fields.
+unsafe impl Sync for PageRef {}
+
+/// Bytes to place in an MR: a slice, or pieces of referenced pages (with
+/// their total length).
+#[derive(Clone, Copy)]
+pub(crate) enum Src<'a> {
+    Bytes(&'a [u8]),
+    Pages(&'a [PageRef], usize),
+}
+
+impl Src<'_> {
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            Src::Bytes(d) => d.len(),
+            Src::Pages(_, len) => *len,
+        }
     }
 }
 
@@ -323,6 +424,23 @@ impl MrRef {
                 walk(m.region.cursor(&m.runs, iova, len), len, f)
             }
         }
+    }
+}
+
+impl MrRef {
+    /// Appends references on the pages of `[iova, iova + len)` to `out`
+    /// (which has the room), for a packet that carries them: user MRs only,
+    /// whose pages are pinned user memory. False for other kinds (the
+    /// kernel's memory behind a DMA or fast MR may be slab, which must not
+    /// be referenced this way) or a range the MR no longer maps; the caller
+    /// copies the bytes then. The caller checked the access.
+    pub(crate) fn page_refs(&self, iova: u64, len: u64, out: &mut KVec<PageRef>) -> bool {
+        if !matches!(self.mr().kind, Kind::User { .. }) {
+            return false;
+        }
+        self.frags(iova, len, |f| {
+            out.push_within_capacity(f.page_ref()).is_ok()
+        })
     }
 }
 

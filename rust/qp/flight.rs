@@ -9,6 +9,7 @@ use kernel::prelude::*;
 use crate::bindings as b;
 use crate::mr::Keys;
 use crate::packet::{self, Kind};
+use crate::pkt::{Gather, Payload};
 use crate::sgl::{MrCache, Sgl};
 use crate::wqe::{wr, SendWqe};
 
@@ -71,23 +72,26 @@ pub(crate) enum Source {
 }
 
 impl Source {
-    /// Appends message bytes `[off, off + len)` to `out`, which has the room.
-    pub(crate) fn append(
+    /// Message bytes `[off, off + len)` as a packet's payload.
+    pub(crate) fn gather(
         &self,
         keys: &Keys,
         cache: &mut MrCache,
         off: u64,
         len: usize,
-        out: &mut KVec<u8>,
-    ) -> bool {
+    ) -> Result<Payload, Gather> {
         match self {
-            Source::Sgl(s) => s.append(keys, cache, off, len, out),
+            Source::Sgl(s) => s.gather(keys, cache, off, len),
             Source::Inline(v) => {
                 let off = off as usize;
-                match off.checked_add(len).and_then(|end| v.get(off..end)) {
-                    Some(src) => out.extend_from_slice(src, GFP_KERNEL).is_ok(),
-                    None => false,
-                }
+                let src = off
+                    .checked_add(len)
+                    .and_then(|end| v.get(off..end))
+                    .ok_or(Gather::Access)?;
+                let mut out = KVec::with_capacity(len, GFP_KERNEL).map_err(|_| Gather::NoMem)?;
+                out.extend_from_slice(src, GFP_KERNEL)
+                    .map_err(|_| Gather::NoMem)?;
+                Ok(Payload::Bytes(out))
             }
         }
     }

@@ -254,19 +254,21 @@ impl Qp {
             return;
         }
         let response = pkt.hdr.is_response();
-        let queued = {
+        let pushed = {
             let mut inbox = self.inbox.lock();
             let q = if response {
                 &mut inbox.responses
             } else {
                 &mut inbox.requests
             };
-            q.push(pkt).is_ok()
+            q.push(pkt)
         };
-        match (queued, response) {
-            (true, true) => self.schedule(),
-            (true, false) => self.schedule_recv(),
-            (false, _) => {}
+        // A packet that found the queue full is dropped here, outside the
+        // IRQ-off lock (it may hold the last reference on a page).
+        match (pushed, response) {
+            (Ok(()), true) => self.schedule(),
+            (Ok(()), false) => self.schedule_recv(),
+            (Err(_dropped), _) => {}
         }
     }
 
@@ -392,9 +394,10 @@ impl Qp {
         rq.nak_sent = false;
         rq.last_atomic = None;
         rq.established = false;
-        let mut inbox = self.inbox.lock();
-        inbox.requests.clear();
-        inbox.responses.clear();
+        // Packets are dropped outside the IRQ-off lock: dropping one may
+        // put the last reference on a page.
+        while self.next_request().is_some() {}
+        while self.next_response().is_some() {}
     }
 }
 
