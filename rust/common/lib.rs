@@ -11,4 +11,5 @@ pub mod key;
 pub mod mtt;
 pub mod packet;
 pub mod params;
+pub mod wire;
 pub mod wqe;
