@@ -7,6 +7,7 @@
 #![cfg_attr(not(test), no_std)]
 
 pub mod access;
+pub mod icrc;
 pub mod key;
 pub mod mtt;
 pub mod packet;
