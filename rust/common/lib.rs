@@ -8,6 +8,7 @@
 
 pub mod access;
 pub mod icrc;
+pub mod ip;
 pub mod key;
 pub mod mtt;
 pub mod packet;
