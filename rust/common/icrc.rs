@@ -200,6 +200,8 @@ pub(crate) mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
         #[test]
         fn table_matches_bitwise(data in proptest::collection::vec(any::<u8>(), 0..300)) {
             prop_assert_eq!(!crc32_le(!0, &data), crc32_bitwise(&data));

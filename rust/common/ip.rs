@@ -521,6 +521,8 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
         #[test]
         fn v4_frames_check(b in v4_frame()) {
             let f = parse(&b).unwrap();

@@ -491,6 +491,8 @@ fn reencodes(b: &[u8]) -> Result<(), TestCaseError> {
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
     #[test]
     fn roundtrip((h, payload) in hdr_and_payload()) {
         let mut b = vec![0; 256];
