@@ -7,8 +7,11 @@
 #![cfg_attr(not(test), no_std)]
 
 pub mod access;
+pub mod icrc;
+pub mod ip;
 pub mod key;
 pub mod mtt;
 pub mod packet;
 pub mod params;
+pub mod wire;
 pub mod wqe;

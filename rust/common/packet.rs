@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! RC transport packets as the requester, responder and completer see them:
+//! Transport packets as the requester, responder and completer see them:
 //! BTH opcodes, 24-bit PSN arithmetic, how a message is cut into MTU-sized
-//! packets, and AETH syndromes. The same logic will drive the RoCEv2 wire.
+//! packets, and AETH syndromes. `wire` puts them on the RoCEv2 wire.
 
-/// RC BTH opcodes (IBA 9.2, RC = 0x00..0x1f).
+/// BTH opcodes (IBA 9.2): RC = 0x00..0x1f, UC = 0x20.., UD = 0x60...
 pub mod op {
     pub const SEND_FIRST: u8 = 0x00;
     pub const SEND_MIDDLE: u8 = 0x01;
@@ -29,10 +29,32 @@ pub mod op {
     pub const FETCH_ADD: u8 = 0x14;
     pub const SEND_LAST_INV: u8 = 0x16;
     pub const SEND_ONLY_INV: u8 = 0x17;
+
+    pub const UC_SEND_FIRST: u8 = 0x20;
+    pub const UC_SEND_MIDDLE: u8 = 0x21;
+    pub const UC_SEND_LAST: u8 = 0x22;
+    pub const UC_SEND_LAST_IMM: u8 = 0x23;
+    pub const UC_SEND_ONLY: u8 = 0x24;
+    pub const UC_SEND_ONLY_IMM: u8 = 0x25;
+    pub const UC_WRITE_FIRST: u8 = 0x26;
+    pub const UC_WRITE_MIDDLE: u8 = 0x27;
+    pub const UC_WRITE_LAST: u8 = 0x28;
+    pub const UC_WRITE_LAST_IMM: u8 = 0x29;
+    pub const UC_WRITE_ONLY: u8 = 0x2a;
+    pub const UC_WRITE_ONLY_IMM: u8 = 0x2b;
+
+    pub const UD_SEND_ONLY: u8 = 0x64;
+    pub const UD_SEND_ONLY_IMM: u8 = 0x65;
 }
 
 /// PSNs are 24 bits and wrap.
 pub const PSN_MASK: u32 = 0x00ff_ffff;
+
+/// QPNs (and the AETH's MSN) are 24 bits.
+pub const QPN_MASK: u32 = 0x00ff_ffff;
+
+/// The default partition, full member: the only one RoCE ports have.
+pub const DEFAULT_PKEY: u16 = 0xffff;
 
 pub const fn psn_add(psn: u32, n: u32) -> u32 {
     psn.wrapping_add(n) & PSN_MASK
@@ -147,6 +169,14 @@ pub struct AtomicEth {
     pub compare_add: u64,
 }
 
+/// Datagram extended transport header (UD).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Deth {
+    pub qkey: u32,
+    /// The sending QP (24 bits).
+    pub src_qpn: u32,
+}
+
 /// The AETH of an ACKNOWLEDGE (or of the first and last READ responses).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Syndrome {
@@ -174,6 +204,12 @@ pub struct Hdr {
     pub atomic_ack: u64,
     /// Immediate data (as carried) or the rkey to invalidate (IETH).
     pub ex: u32,
+    /// BTH partition key.
+    pub pkey: u16,
+    /// UD only: the Q_Key and the sender.
+    pub deth: Option<Deth>,
+    /// The responder's message sequence number (24 bits), sent with `aeth`.
+    pub msn: u32,
 }
 
 impl Hdr {
@@ -189,6 +225,9 @@ impl Hdr {
             aeth: None,
             atomic_ack: 0,
             ex: 0,
+            pkey: DEFAULT_PKEY,
+            deth: None,
+            msn: 0,
         }
     }
 
