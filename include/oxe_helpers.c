@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* C helpers for kernel macros and static inlines; see oxe_helpers.h. */
 
+#include <linux/crc32.h>
 #include <linux/etherdevice.h>
 #include <linux/idr.h>
 #include <linux/if_vlan.h>
@@ -33,6 +34,26 @@ void oxe_netdev_port_state(struct net_device *ndev, enum ib_port_state *state,
 void oxe_dev_put(struct net_device *ndev)
 {
 	dev_put(ndev);
+}
+
+void oxe_local_bh_disable(void)
+{
+	local_bh_disable();
+}
+
+void oxe_local_bh_enable(void)
+{
+	local_bh_enable();
+}
+
+u32 oxe_crc32_le(u32 crc, const u8 *p, size_t len)
+{
+	return crc32_le(crc, p, len);
+}
+
+void oxe_dev_hold(struct net_device *ndev)
+{
+	dev_hold(ndev);
 }
 
 unsigned int oxe_netdev_mtu(struct net_device *ndev)

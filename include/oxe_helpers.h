@@ -25,6 +25,11 @@ struct ib_device *oxe_alloc_ib_device(size_t size);
 void oxe_netdev_port_state(struct net_device *ndev, enum ib_port_state *state,
 			   enum ib_port_phys_state *phys_state);
 void oxe_dev_put(struct net_device *ndev);
+void oxe_dev_hold(struct net_device *ndev);
+void oxe_local_bh_disable(void);
+void oxe_local_bh_enable(void);
+/* The kernel's CRC-32 (accelerated where the CPU can), for the ICRC. */
+u32 oxe_crc32_le(u32 crc, const u8 *p, size_t len);
 /* net_device is opaque to Rust (kernel::bindings has no fields for it). */
 unsigned int oxe_netdev_mtu(struct net_device *ndev);
 /* Copies the MAC into @mac; false if the netdev has none (or all zeros, as lo). */
@@ -96,6 +101,36 @@ void oxe_spin_unlock_irqrestore(spinlock_t *lock, unsigned long flags);
  */
 int oxe_pd_id_alloc(void);
 void oxe_pd_id_free(u32 id);
+
+/*
+ * The RoCEv2 wire (oxe_net.c): the UDP 4791 tunnel sockets of a network
+ * namespace, held by each oxe device of it (the first opens them, the last
+ * closes them), and the sk_buff operations of sending and receiving.
+ */
+int oxe_net_register(void);
+void oxe_net_unregister(void);
+int oxe_net_get(struct net_device *ndev);
+void oxe_net_put(struct net_device *ndev);
+/* An skb with room for the link, IP and UDP headers and @len bytes at @data. */
+struct sk_buff *oxe_skb_alloc(struct net_device *ndev, u32 len, u8 **data);
+void oxe_skb_free(struct sk_buff *skb);
+void oxe_skb_consume(struct sk_buff *skb);
+/* The linear bytes from the IP header to the end. */
+const u8 *oxe_skb_network(struct sk_buff *skb, u32 *len);
+/*
+ * Routes the packet and pushes its UDP and IP headers (IPv4 addresses are
+ * the last 4 bytes of the 16): 0, -EHOSTUNREACH or -EAFNOSUPPORT.
+ */
+int oxe_skb_push_ip(struct sk_buff *skb, struct net_device *ndev, bool ipv6,
+		    const u8 saddr[16], const u8 daddr[16], u16 sport,
+		    u8 tclass, u8 ttl);
+/* Sends a packet made by oxe_skb_push_ip (consumes it). */
+int oxe_skb_send(struct sk_buff *skb);
+/* hw counters: the descriptions of @num counters (NULL if not oxe's count), one value. */
+struct rdma_hw_stats *oxe_alloc_stats(int num);
+int oxe_stats_set(struct rdma_hw_stats *stats, int i, u64 v);
+/* In Rust: a received packet, with a reference on its device; takes both. */
+void oxe_net_rcv(struct ib_device *ibdev, struct sk_buff *skb);
 
 /* True if the module @name is loaded (find_module() is not exported). */
 bool oxe_module_loaded(const char *name);

@@ -19,6 +19,7 @@ use crate::pkt::Packet;
 use crate::qp::flight::{wc_opcode, Op};
 use crate::qp::{Attrs, Qp, SendSide, RETRY, RNR, STATE_ERR};
 use crate::sgl::MrCache;
+use crate::stats::Counter;
 use crate::wqe::{flags, SendWqe};
 
 fn nak_status(nak: Nak) -> u32 {
@@ -63,12 +64,14 @@ fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCache) 
         op::ACKNOWLEDGE => match h.aeth {
             Some(Syndrome::Ack) => ack_through(qp, sq, h.psn),
             Some(Syndrome::Rnr(code)) => {
+                qp.stats.get().inc(Counter::RcvdRnrErr);
                 ack_through(qp, sq, packet::psn_add(h.psn, packet::PSN_MASK));
                 if h.psn == sq.una {
                     rnr(qp, sq, code);
                 }
             }
             Some(Syndrome::Nak(Nak::Sequence)) => {
+                qp.stats.get().inc(Counter::RcvdSeqErr);
                 ack_through(qp, sq, packet::psn_add(h.psn, packet::PSN_MASK));
                 // The responder expects `psn`: send again from there, unless
                 // an RNR wait will do so.
@@ -271,6 +274,7 @@ fn rnr(qp: &Arc<Qp>, sq: &mut SendSide, code: u8) {
     sq.rnr_tries = sq.rnr_tries.saturating_add(1);
     // rnr_retry 7 means forever.
     if attrs.rnr_retry != 7 && sq.rnr_tries > attrs.rnr_retry {
+        qp.stats.get().inc(Counter::RetryRnrExceededErr);
         fail(qp, sq, b::ib_wc_status_IB_WC_RNR_RETRY_EXC_ERR);
         return;
     }
@@ -335,9 +339,11 @@ pub(crate) fn retry_timer(qp: &Arc<Qp>) {
     if armed == Some(sq.una) {
         sq.retries = sq.retries.saturating_add(1);
         if sq.retries > attrs.retry_cnt {
+            qp.stats.get().inc(Counter::RetryExceededErr);
             fail(qp, &mut sq, b::ib_wc_status_IB_WC_RETRY_EXC_ERR);
             return;
         }
+        qp.stats.get().inc(Counter::CompleterRetryErr);
         rewind(&mut sq);
     }
     drop(sq);

@@ -11,11 +11,13 @@ use kernel::types::Opaque;
 
 use crate::bindings as b;
 use crate::ib;
+use crate::ib::skb::NetHold;
 use crate::keys::KeyTable;
 use crate::mr::OxeMr;
 use crate::params;
 use crate::qp::QpTable;
 use crate::queue::Mmaps;
+use crate::stats::Counters;
 
 /// One oxe device. The core allocates it (`ib_alloc_device` with its size)
 /// and frees it after `dealloc_driver`; `state` is initialised in place
@@ -40,15 +42,20 @@ pub(crate) struct DeviceState {
     mmap_offset: Atomic<u64>,
     /// The node GUID, derived from the netdev's MAC at creation.
     node_guid: u64,
+    /// The netdev and its namespace's tunnel sockets.
+    pub(crate) net: NetHold,
+    pub(crate) stats: Counters,
 }
 
 impl DeviceState {
-    pub(crate) fn new(node_guid: u64) -> impl PinInit<Self, Error> {
+    pub(crate) fn new(node_guid: u64, net: NetHold) -> impl PinInit<Self, Error> {
         try_pin_init!(DeviceState {
             keys <- KeyTable::new(),
             qps <- QpTable::new(),
             mmap_offset: Atomic::new(kernel::page::PAGE_SIZE as u64),
             node_guid,
+            net,
+            stats: Counters::new(),
         }? Error)
     }
 }

@@ -60,3 +60,16 @@ unsafe impl Backend for IrqSaveBackend {
         unsafe { b::spin_assert_is_held(ptr) }
     }
 }
+
+/// Runs `f` with bottom halves disabled: for state that softirq (the wire's
+/// receive) also reaches under a plain spinlock, such as the QP table's
+/// xarray, so that softirq never interrupts a holder on its CPU.
+pub(crate) fn without_bh<R>(f: impl FnOnce() -> R) -> R {
+    // SAFETY: balanced below; `f` cannot sleep (BH disabled is atomic
+    // context, which the callers' closures respect: no sleeping allocation).
+    unsafe { b::oxe_local_bh_disable() };
+    let r = f();
+    // SAFETY: disabled above, on this CPU.
+    unsafe { b::oxe_local_bh_enable() };
+    r
+}

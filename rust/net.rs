@@ -4,25 +4,30 @@
 //! sender's thread: a packet is queued on the destination QP and its task
 //! scheduled.
 //!
-//! Loopback is the path between QPs of one device (as rdma_rxe's loopback).
-//! The RoCEv2 wire (UDP 4791) is the second implementation of `Path`, chosen
-//! per destination once there is one.
+//! Loopback hands packets over between QPs of one device (rdma_rxe's
+//! loopback, without building the packet); the RoCEv2 wire (`udp`) is the
+//! path to any other device, and, with the `wire_loopback` module parameter,
+//! also to this one.
 
 use crate::pkt::Packet;
-use crate::qp::Qp;
+use crate::qp::{Attrs, Qp};
+use crate::stats::Counter;
+use crate::udp;
 
-/// Where a QP's packets go.
-#[derive(Clone, Copy)]
-enum Path {
-    Loopback,
-}
-
-/// Sends `pkt` from `qp` to QP `pkt.hdr.qpn`. A packet nobody takes (no such
-/// QP, a full queue) is lost, as on a network: the requester's retransmit
-/// timer recovers.
-pub(crate) fn xmit(qp: &Qp, pkt: Packet) {
-    match Path::Loopback {
-        Path::Loopback => {
+/// Sends `pkt` from `qp` to QP `pkt.hdr.qpn` along the QP's path. A packet
+/// nobody takes (no such QP, a full queue, no route) is lost, as on a
+/// network: the requester's retransmit timer recovers.
+pub(crate) fn xmit(qp: &Qp, attrs: &Attrs, pkt: Packet) {
+    let stats = qp.stats.get();
+    stats.inc(Counter::SentPkts);
+    stats.add(Counter::SentBytes, pkt.payload.len() as u64);
+    match &attrs.route {
+        Some(r) if !r.local || *crate::module_parameters::wire_loopback.value() != 0 => {
+            if let Err(e) = udp::send(qp, r, pkt) {
+                udp::count(stats, &e);
+            }
+        }
+        _ => {
             if let Some(dest) = qp.peers.get().get(pkt.hdr.qpn) {
                 dest.deliver(pkt);
             }

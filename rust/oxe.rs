@@ -40,6 +40,8 @@ mod queue;
 mod req;
 mod resp;
 mod sgl;
+mod stats;
+mod udp;
 mod wq;
 
 // Shared with the host crate in common/: `pub` there is the host crate's API,
@@ -47,6 +49,12 @@ mod wq;
 #[allow(unreachable_pub, dead_code)]
 #[path = "common/access.rs"]
 mod access;
+#[allow(unreachable_pub, dead_code)]
+#[path = "common/icrc.rs"]
+mod icrc;
+#[allow(unreachable_pub, dead_code)]
+#[path = "common/ip.rs"]
+mod ip;
 #[allow(unreachable_pub, dead_code)]
 #[path = "common/key.rs"]
 mod key;
@@ -60,6 +68,9 @@ mod packet;
 #[path = "common/params.rs"]
 mod params;
 #[allow(unreachable_pub, dead_code)]
+#[path = "common/wire.rs"]
+mod wire;
+#[allow(unreachable_pub, dead_code)]
 #[path = "common/wqe.rs"]
 mod wqe;
 
@@ -70,22 +81,32 @@ module! {
     description: "Soft-RoCE RDMA provider written in Rust",
     license: "GPL",
     alias: ["rdma-link-oxe"],
+    params: {
+        wire_loopback: u8 {
+            default: 0,
+            description: "Send traffic between QPs of one device through the RoCEv2 packet path (headers, ICRC, skbs) instead of handing packets over",
+        },
+    },
 }
 
 struct OxeModule {
     // Dropped in this order: the devices (and their QPs) go before the
     // workqueue their work runs on.
     _link: Pin<KBox<link::Registrations>>,
+    // Then the wire's receive queue, once no socket is left to feed it.
+    _net: ffi::net::Net,
     _wq: wq::Wq,
 }
 
 impl kernel::Module for OxeModule {
     fn init(module: &'static ThisModule) -> Result<Self> {
         let wq = wq::Wq::create()?;
+        let net = ffi::net::Net::create()?;
         let link = link::Registrations::register(module)?;
         pr_info!("loaded\n");
         Ok(OxeModule {
             _link: link,
+            _net: net,
             _wq: wq,
         })
     }

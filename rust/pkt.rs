@@ -6,6 +6,7 @@
 
 use kernel::prelude::*;
 
+use crate::ib::skb::Skb;
 use crate::mr::{MrRef, PageRef, Src, PAGE_SIZE};
 use crate::packet::Hdr;
 
@@ -35,7 +36,17 @@ pub(crate) enum Gather {
 /// (loopback from user MRs, placed with one copy; see `PageRef`).
 pub(crate) enum Payload {
     Bytes(KVec<u8>),
-    Pages { refs: KVec<PageRef>, len: usize },
+    Pages {
+        refs: KVec<PageRef>,
+        len: usize,
+    },
+    /// Received from the wire: `len` bytes at `off` of the skb's network
+    /// bytes, placed straight from it.
+    Wire {
+        skb: Skb,
+        off: usize,
+        len: usize,
+    },
 }
 
 impl Payload {
@@ -63,7 +74,7 @@ impl Payload {
     pub(crate) fn len(&self) -> usize {
         match self {
             Payload::Bytes(v) => v.len(),
-            Payload::Pages { len, .. } => *len,
+            Payload::Pages { len, .. } | Payload::Wire { len, .. } => *len,
         }
     }
 
@@ -71,6 +82,11 @@ impl Payload {
         match self {
             Payload::Bytes(v) => Src::Bytes(v),
             Payload::Pages { refs, len } => Src::Pages(refs, *len),
+            Payload::Wire { skb, off, len } => Src::Bytes(
+                off.checked_add(*len)
+                    .and_then(|end| skb.network().get(*off..end))
+                    .unwrap_or(&[]),
+            ),
         }
     }
 }

@@ -177,7 +177,7 @@ fn send_packets(
                 }
                 p.sent += 1;
                 *budget -= 1;
-                net::xmit(qp, Packet { hdr, payload });
+                net::xmit(qp, attrs, Packet { hdr, payload });
             }
             if p.sent >= p.npkts {
                 sq.next += 1;
@@ -206,7 +206,7 @@ fn send_packets(
                 });
                 p.sent += n;
                 *budget -= 1;
-                net::xmit(qp, Packet::new(hdr));
+                net::xmit(qp, attrs, Packet::new(hdr));
             }
             if p.sent >= p.npkts {
                 sq.next += 1;
@@ -233,7 +233,7 @@ fn send_packets(
             p.sent = 1;
             *budget -= 1;
             sq.next += 1;
-            net::xmit(qp, Packet::new(hdr));
+            net::xmit(qp, attrs, Packet::new(hdr));
             Step::Progress
         }
     }

@@ -26,6 +26,7 @@ use crate::qp::flight::{Progress, ReadServe};
 use crate::qp::{Attrs, Qp, RecvSide, RECV, STATE_RTR, STATE_RTS, STATE_SQD, STATE_SQE};
 use crate::req::BUDGET;
 use crate::sgl::{MrCache, Sgl};
+use crate::stats::Counter;
 use crate::wqe;
 
 enum Reply {
@@ -91,7 +92,7 @@ pub(crate) fn run(qp: &Arc<Qp>) {
 /// Sends a response to the requester.
 fn respond(qp: &Qp, attrs: &Attrs, mut hdr: Hdr, payload: Payload) {
     hdr.qpn = attrs.dest_qpn;
-    net::xmit(qp, Packet { hdr, payload });
+    net::xmit(qp, attrs, Packet { hdr, payload });
 }
 
 fn ack(qp: &Qp, attrs: &Attrs, psn: u32, syndrome: Syndrome) {
@@ -115,11 +116,13 @@ fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache) {
     let h = &pkt.hdr;
     let d = packet::psn_diff(h.psn, rq.epsn);
     if d < 0 {
+        qp.stats.get().inc(Counter::DuplicateRequest);
         duplicate(qp, rq, &attrs, pkt);
         return;
     }
     if d > 0 {
         // A gap: ask once for the expected PSN.
+        qp.stats.get().inc(Counter::OutOfSeqRequest);
         if !rq.nak_sent {
             rq.nak_sent = true;
             ack(qp, &attrs, rq.epsn, Syndrome::Nak(Nak::Sequence));
@@ -141,6 +144,7 @@ fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache) {
         }
         Reply::Read(count) => rq.epsn = packet::psn_add(rq.epsn, count),
         Reply::Nak(Nak::Rnr) => {
+            qp.stats.get().inc(Counter::SendRnrErr);
             rq.nak_sent = true;
             ack(qp, &attrs, h.psn, Syndrome::Rnr(attrs.min_rnr_timer));
         }

@@ -7,7 +7,7 @@
 IBDIR=/sys/class/infiniband
 
 # modprobe with the module tree guest-init.sh built for this kernel.
-oxe_load() { modprobe rdma_oxe; }
+oxe_load() { modprobe rdma_oxe ${OXE_MODPARAMS:-}; }
 oxe_unload() { ! [ -d /sys/module/rdma_oxe ] || modprobe -r rdma_oxe; }
 oxe_loaded() { [ -d /sys/module/rdma_oxe ]; }
 

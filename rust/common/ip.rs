@@ -155,8 +155,14 @@ pub struct Frame<'a> {
 impl Frame<'_> {
     /// The ICRC computed over the packet.
     pub fn icrc(&self) -> u32 {
+        self.icrc_with(icrc::crc32_le)
+    }
+
+    /// As [`Frame::icrc`], with `update` as the CRC-32 (the kernel's
+    /// accelerated `crc32_le()`).
+    pub fn icrc_with(&self, update: impl FnMut(u32, &[u8]) -> u32) -> u32 {
         let end = self.ib.len().saturating_sub(ICRC_LEN);
-        icrc::icrc(self.ip, self.udp, self.ib.get(..end).unwrap_or(&[]))
+        icrc::icrc_with(update, self.ip, self.udp, self.ib.get(..end).unwrap_or(&[]))
     }
 
     /// The ICRC the packet carries.
@@ -237,9 +243,17 @@ pub fn check_icrc(l3: &[u8]) -> Result<&[u8], DecodeError> {
 /// Fills in the ICRC of a packet built in `l3` (IP header to ICRC, the
 /// IPv4 identification already chosen: the ICRC covers it). Returns it.
 pub fn put_icrc(l3: &mut [u8]) -> Result<u32, DecodeError> {
+    put_icrc_with(l3, icrc::crc32_le)
+}
+
+/// As [`put_icrc`], with `update` as the CRC-32.
+pub fn put_icrc_with(
+    l3: &mut [u8],
+    update: impl FnMut(u32, &[u8]) -> u32,
+) -> Result<u32, DecodeError> {
     let (crc, len) = {
         let f = parse(l3)?;
-        (f.icrc(), f.len)
+        (f.icrc_with(update), f.len)
     };
     let at = len.checked_sub(ICRC_LEN).ok_or(DecodeError::Truncated)?;
     l3.get_mut(at..len)

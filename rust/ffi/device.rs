@@ -13,9 +13,11 @@ use kernel::prelude::*;
 use super::{drop_in_place, from_ib, init_in_place, to_c};
 use crate::bindings as b;
 use crate::device::{self, DeviceState, OxeDevice, OxeUcontext, PORT};
+use crate::ib::skb::NetHold;
 use crate::ib::udata::{self, Udata};
 use crate::params;
 use crate::queue::Mmaps;
+use crate::stats;
 
 impl OxeDevice {
     /// # Safety
@@ -124,10 +126,19 @@ pub(crate) unsafe fn add(name: &CStr, ndev: *mut b::net_device) -> Result {
     }
     // SAFETY: `ndev` is referenced (this function's contract).
     let guid = u64::from_ne_bytes(params::eui64_from_mac(unsafe { mac_of(ndev) }));
+    // SAFETY: `ndev` is referenced (this function's contract).
+    let net = match unsafe { NetHold::new(ndev) } {
+        Ok(net) => net,
+        Err(e) => {
+            // SAFETY: allocated above, never initialised or registered.
+            unsafe { b::ib_dealloc_device(ib) };
+            return Err(e);
+        }
+    };
     // SAFETY: a fresh device, seen by no one. Its ops are not set yet, so if
     // this fails `ib_dealloc_device` calls no `dealloc_driver`; once they are
     // set, `dealloc_driver` drops the state.
-    let ret = match unsafe { init_in_place::<OxeDevice, _>(ib, DeviceState::new(guid)) } {
+    let ret = match unsafe { init_in_place::<OxeDevice, _>(ib, DeviceState::new(guid, net)) } {
         // SAFETY: a fresh, unregistered oxe device; `ndev` referenced.
         Ok(()) => unsafe { init_and_register(ib, name, ndev, guid) },
         Err(e) => e.to_errno(),
@@ -195,6 +206,11 @@ pub(crate) unsafe fn netdev_unregistering(ndev: *mut b::net_device) {
     unsafe {
         if (*ib).ops.owner == crate::THIS_MODULE.as_ptr() {
             b::ib_unregister_device_queued(ib);
+            // The namespace may be going away with the netdev: its sockets
+            // go now, not when the queued unregistration frees the device.
+            if let Some(state) = OxeDevice::from_ib(ib).state() {
+                state.net.release_sockets();
+            }
         }
         b::ib_device_put(ib);
     }
@@ -349,4 +365,46 @@ pub(super) unsafe extern "C" fn mmap(
         Err(e) => return e.to_errno(),
     };
     to_c(mmaps.mmap(vma))
+}
+
+/// # Safety
+///
+/// Called by the RDMA core for a live device.
+pub(super) unsafe extern "C" fn alloc_hw_port_stats(
+    _ib: *mut b::ib_device,
+    port: u32,
+) -> *mut b::rdma_hw_stats {
+    if device::check_port(port).is_err() {
+        return ptr::null_mut();
+    }
+    // SAFETY: allocates a stats block for oxe's counters, owned by the core.
+    unsafe { b::oxe_alloc_stats(stats::NUM as c_int) }
+}
+
+/// # Safety
+///
+/// Called by the RDMA core for a live device, with the block
+/// `alloc_hw_port_stats` gave it.
+pub(super) unsafe extern "C" fn get_hw_stats(
+    ib: *mut b::ib_device,
+    hw: *mut b::rdma_hw_stats,
+    port: u32,
+    _index: c_int,
+) -> c_int {
+    if device::check_port(port).is_err() || hw.is_null() {
+        return EINVAL.to_errno();
+    }
+    // SAFETY: a live oxe device.
+    let Some(state) = (unsafe { OxeDevice::from_ib(ib) }).state() else {
+        return ENODEV.to_errno();
+    };
+    for i in 0..stats::NUM {
+        let v = state.stats.get(i).unwrap_or(0);
+        // SAFETY: the core's stats block for this port; the helper checks
+        // the index against its size.
+        if unsafe { b::oxe_stats_set(hw, i as c_int, v) } != 0 {
+            return EINVAL.to_errno();
+        }
+    }
+    stats::NUM as c_int
 }

@@ -52,6 +52,7 @@ use crate::qp::OxeQp;
 pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod mr;
+pub(crate) mod net;
 pub(crate) mod pd;
 pub(crate) mod qp;
 
@@ -88,6 +89,8 @@ pub(crate) fn device_ops() -> b::ib_device_ops {
     ops.get_port_immutable = Some(device::get_port_immutable);
     ops.get_link_layer = Some(device::get_link_layer);
     ops.query_pkey = Some(device::query_pkey);
+    ops.alloc_hw_port_stats = Some(device::alloc_hw_port_stats);
+    ops.get_hw_stats = Some(device::get_hw_stats);
     ops.dealloc_driver = Some(device::dealloc_driver);
     // Ucontext and mmap.
     ops.alloc_ucontext = Some(device::alloc_ucontext);

@@ -64,6 +64,8 @@ pub(super) unsafe extern "C" fn create_qp(
         CreateArgs {
             keys: CoreRef::new(&state.keys),
             peers: CoreRef::new(&state.qps),
+            ndev: state.net.ndev(),
+            stats: CoreRef::new(&state.stats),
             pd: super::pd::id(pd),
             scq: CoreRef::new(OxeCq::from_ib(a.send_cq)),
             rcq: CoreRef::new(OxeCq::from_ib(a.recv_cq)),

@@ -47,3 +47,38 @@ pub(crate) fn transition_ok(cur: u32, new: u32, mask: u32) -> bool {
     // SAFETY: a pure function of its arguments.
     unsafe { b::ib_modify_qp_is_ok(cur, new, b::ib_qp_type_IB_QPT_RC, mask) }
 }
+
+/// What the wire needs of a QP's address vector (modify_qp with IB_QP_AV).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct Av {
+    pub(crate) sgid: [u8; 16],
+    pub(crate) dgid: [u8; 16],
+    pub(crate) flow_label: u32,
+    pub(crate) hop_limit: u8,
+    pub(crate) tclass: u8,
+}
+
+/// The address vector of `a`; `None` without a GRH or a resolved source GID.
+pub(crate) fn av(a: &b::ib_qp_attr) -> Option<Av> {
+    let ah = &a.ah_attr;
+    if u32::from(ah.ah_flags) & b::ib_ah_flags_IB_AH_GRH == 0 || ah.grh.sgid_attr.is_null() {
+        return None;
+    }
+    // SAFETY: the core resolved the source GID for this modify_qp and holds
+    // its attribute for the call (rdma_fill_sgid_attr); `raw` is the
+    // union's plain 16 bytes.
+    // The port has RoCEv2 GIDs only (RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP).
+    let (sgid, dgid) = unsafe {
+        (
+            *(*ah.grh.sgid_attr).gid.raw.as_ref(),
+            *ah.grh.dgid.raw.as_ref(),
+        )
+    };
+    Some(Av {
+        sgid,
+        dgid,
+        flow_label: ah.grh.flow_label,
+        hop_limit: ah.grh.hop_limit,
+        tclass: ah.grh.traffic_class,
+    })
+}

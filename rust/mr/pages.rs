@@ -363,6 +363,37 @@ impl Src<'_> {
             Src::Pages(_, len) => *len,
         }
     }
+
+    /// Copies all the bytes into `dst`, which must be as long.
+    pub(crate) fn copy_to(&self, dst: &mut [u8]) -> bool {
+        if dst.len() != self.len() {
+            return false;
+        }
+        match self {
+            Src::Bytes(d) => dst.copy_from_slice(d),
+            Src::Pages(refs, _) => {
+                let mut at = 0usize;
+                for r in refs.iter() {
+                    let n = r.len();
+                    let Some(d) = at.checked_add(n).and_then(|end| dst.get_mut(at..end)) else {
+                        return false;
+                    };
+                    // SAFETY: `r` holds a reference on its page and its
+                    // piece lies within it; `d` is `n` bytes of `dst`.
+                    unsafe {
+                        with_page(r.0.pfn, |p| {
+                            ptr::copy_nonoverlapping(p.add(r.0.offset as usize), d.as_mut_ptr(), n)
+                        })
+                    };
+                    at += n;
+                }
+                if at != dst.len() {
+                    return false;
+                }
+            }
+        }
+        true
+    }
 }
 
 /// Visits the fragments of `[iova, iova + len)`; false if any is missing or

@@ -26,12 +26,14 @@ use crate::bindings as b;
 use crate::cq::{Cqe, OxeCq};
 use crate::fifo::Fifo;
 use crate::ib::qp::QpHandle;
+use crate::ib::skb::{NetDev, Route};
 use crate::ib::CoreRef;
-use crate::irqlock::IrqSpinLock;
+use crate::irqlock::{without_bh, IrqSpinLock};
 use crate::mr::Keys;
 use crate::params;
 use crate::pkt::Packet;
 use crate::queue::Queue;
+use crate::stats::{Counter, Counters};
 use crate::wqe;
 
 /// The QP the core allocates (`size_ib_qp`): its `ib_qp`, then the QP, which
@@ -72,6 +74,9 @@ pub(crate) struct Attrs {
     pub(crate) qkey: u32,
     /// The address vector, kept as bytes (bindgen's type is not `Copy`).
     pub(crate) ah: [u8; AH_SIZE],
+    /// Where packets go on the wire; `None` without an address vector (QPs
+    /// of one device, connected by QPN alone).
+    pub(crate) route: Option<Route>,
 }
 
 pub(crate) const AH_SIZE: usize = size_of::<b::rdma_ah_attr>();
@@ -142,6 +147,10 @@ pub(crate) struct Qp {
     pub(crate) keys: CoreRef<Keys>,
     /// The device's QPs, for the packet path and destroy.
     pub(crate) peers: CoreRef<QpTable>,
+    /// The device's netdev, which the wire sends on.
+    pub(crate) ndev: NetDev,
+    /// The device's counters.
+    pub(crate) stats: CoreRef<Counters>,
     pub(crate) pd: PdId,
     pub(crate) scq: CoreRef<OxeCq>,
     pub(crate) rcq: CoreRef<OxeCq>,
@@ -253,6 +262,9 @@ impl Qp {
         if self.is_dead() {
             return;
         }
+        let stats = self.stats.get();
+        stats.inc(Counter::RcvdPkts);
+        stats.add(Counter::RcvdBytes, pkt.payload.len() as u64);
         let response = pkt.hdr.is_response();
         let pushed = {
             let mut inbox = self.inbox.lock();
@@ -401,7 +413,9 @@ impl Qp {
     }
 }
 
-/// QPN -> QP, for delivering packets. QPNs start at 16, as rxe's.
+/// QPN -> QP, for delivering packets, from process context and from the
+/// wire's receive in softirq (hence BH disabled around every access). QPNs
+/// start at 16, as rxe's.
 #[pin_data]
 pub(crate) struct QpTable {
     #[pin]
@@ -429,21 +443,24 @@ impl QpTable {
             } else {
                 qpn + 1
             };
-            if self.xa.lock().get(qpn as usize).is_some() {
+            if without_bh(|| self.xa.lock().get(qpn as usize).is_some()) {
                 continue;
             }
             let qp = make(qpn)?;
-            self.xa.lock().store(qpn as usize, qp.clone(), GFP_KERNEL)?;
+            // Atomic allocation: the store runs with BH disabled.
+            without_bh(|| self.xa.lock().store(qpn as usize, qp.clone(), GFP_ATOMIC))?;
             return Ok(qp);
         }
         Err(ENOSPC)
     }
 
+    /// The QP numbered `qpn`; also from softirq (the wire's receive).
     pub(crate) fn get(&self, qpn: u32) -> Option<Arc<Qp>> {
-        self.xa.lock().get(qpn as usize).map(Arc::from)
+        without_bh(|| self.xa.lock().get(qpn as usize).map(Arc::from))
     }
 
     pub(crate) fn remove(&self, qpn: u32) {
-        drop(self.xa.lock().remove(qpn as usize));
+        let qp = without_bh(|| self.xa.lock().remove(qpn as usize));
+        drop(qp);
     }
 }

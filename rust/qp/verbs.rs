@@ -16,11 +16,15 @@ use crate::access::PdId;
 use crate::bindings as b;
 use crate::cq::OxeCq;
 use crate::fifo::Fifo;
+use crate::ib::qp::Av;
+use crate::ib::skb::{NetDev, Route};
 use crate::ib::{self, udata, CoreRef, Udata};
+use crate::ip;
 use crate::irqlock::new_irq_spinlock;
 use crate::mr::Keys;
 use crate::params;
 use crate::queue::{self, Queue};
+use crate::stats::Counters;
 use crate::wqe::{self, Sge};
 
 pub(crate) use crate::ib::qp::QpHandle;
@@ -37,6 +41,9 @@ fn recv_elem(max_sge: u32) -> usize {
 pub(crate) struct CreateArgs<'a> {
     pub(crate) keys: CoreRef<Keys>,
     pub(crate) peers: CoreRef<QpTable>,
+    /// The device's netdev, for the wire.
+    pub(crate) ndev: NetDev,
+    pub(crate) stats: CoreRef<Counters>,
     pub(crate) pd: PdId,
     pub(crate) scq: CoreRef<OxeCq>,
     pub(crate) rcq: CoreRef<OxeCq>,
@@ -87,7 +94,7 @@ impl Qp {
         c.max_recv_sge = (((rq.elem_size() - wqe::RECV_WQE_SGE_OFFSET) / wqe::SGE_SIZE) as u32)
             .min(params::MAX_SGE);
 
-        let (keys, peers) = (args.keys, args.peers);
+        let (keys, peers, ndev, stats) = (args.keys, args.peers, args.ndev, args.stats);
         let (sq_elem, rq_elem) = (sq.elem_size(), rq.elem_size());
         let (ksq, krq) = if user {
             (None, None)
@@ -128,6 +135,7 @@ impl Qp {
                 port: 1,
                 qkey: 0,
                 ah: [0; AH_SIZE],
+                route: None,
             };
             Arc::pin_init(
                 try_pin_init!(Qp {
@@ -135,6 +143,8 @@ impl Qp {
                     ib: handle,
                     keys,
                     peers,
+                    ndev,
+                    stats,
                     pd,
                     scq,
                     rcq,
@@ -232,6 +242,11 @@ impl Qp {
         udata::in_empty(udata)?;
         let qp = self;
         // Lock order: SQ, RQ, then the attribute spinlock.
+        let av = if mask & b::ib_qp_attr_mask_IB_QP_AV != 0 {
+            ib::qp::av(a)
+        } else {
+            None
+        };
         let mut sq = qp.sq.lock();
         let mut rq = qp.rq.lock();
         let cur = qp.attrs();
@@ -318,6 +333,9 @@ impl Qp {
             }
             if mask & b::ib_qp_attr_mask_IB_QP_DEST_QPN != 0 {
                 s.dest_qpn = a.dest_qp_num;
+            }
+            if mask & b::ib_qp_attr_mask_IB_QP_AV != 0 {
+                s.route = av.map(|av| route(&av, qp.qpn, s.dest_qpn));
             }
             s.state = new_state;
         }
@@ -485,4 +503,22 @@ fn post_one_send(qp: &Qp, sq: &mut Queue, w: &KernelSendWr<'_>) -> Result {
         }
         Some(())
     })
+}
+
+/// Where an address vector's packets go on the wire: its GIDs as IP
+/// addresses (IPv4-mapped ones as IPv4), the UDP source port of the flow (as
+/// rxe: rdma_get_udp_sport of the flow label and both QPNs), the GRH's
+/// traffic class and hop limit. A destination GID equal to the source one
+/// is this device: loopback.
+fn route(av: &Av, lqpn: u32, rqpn: u32) -> Route {
+    const V4_MAPPED: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
+    Route {
+        ipv6: av.sgid.get(..12) != Some(&V4_MAPPED[..]),
+        saddr: av.sgid,
+        daddr: av.dgid,
+        sport: ip::udp_sport(av.flow_label, lqpn, rqpn),
+        tclass: av.tclass,
+        ttl: av.hop_limit,
+        local: av.sgid == av.dgid,
+    }
 }

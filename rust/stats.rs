@@ -1,0 +1,53 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A device's counters, shown by `rdma statistic show link DEV/1` (the
+//! core's hw_counters): rdma_rxe's names where they mean the same, in the
+//! order of `oxe_stat_descs` (include/oxe_net.c).
+
+use kernel::sync::atomic::{ordering, Atomic};
+
+/// The counters, in the order of their names.
+#[derive(Clone, Copy)]
+#[repr(usize)]
+pub(crate) enum Counter {
+    SentPkts,
+    RcvdPkts,
+    DuplicateRequest,
+    OutOfSeqRequest,
+    RcvdRnrErr,
+    SendRnrErr,
+    RcvdSeqErr,
+    RetryExceededErr,
+    RetryRnrExceededErr,
+    CompleterRetryErr,
+    SendErr,
+    SentBytes,
+    RcvdBytes,
+    IcrcErr,
+    RcvDrops,
+}
+
+pub(crate) const NUM: usize = Counter::RcvDrops as usize + 1;
+
+pub(crate) struct Counters([Atomic<u64>; NUM]);
+
+impl Counters {
+    pub(crate) const fn new() -> Self {
+        Counters([const { Atomic::new(0) }; NUM])
+    }
+
+    pub(crate) fn add(&self, c: Counter, n: u64) {
+        if let Some(a) = self.0.get(c as usize) {
+            a.fetch_add(n, ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn inc(&self, c: Counter) {
+        self.add(c, 1);
+    }
+
+    /// Counter `i`, in the order of the names.
+    pub(crate) fn get(&self, i: usize) -> Option<u64> {
+        self.0.get(i).map(|a| a.load(ordering::Relaxed))
+    }
+}
