@@ -28,7 +28,7 @@ export OXE_OUT=/tmp/out
 hostname oxe-guest
 ip link set lo up
 ip link set eth0 up
-ip addr add 10.77.0.1/24 dev eth0
+ip addr add "${OXE_IP:-10.77.0.1}/24" dev eth0
 
 # A module tree for this kernel, so modprobe and the rdma-link-oxe alias work:
 # the reference drivers from the kernel build, and oxe itself in the oxe

@@ -216,13 +216,8 @@ fn fail(qp: &Arc<Qp>, sq: &mut SendSide, status: u32) {
         return;
     };
     sq.next = sq.next.saturating_sub(1);
+    // An error status moves the QP to ERR (`complete_now`).
     complete_now(qp, sq, &p.w, status);
-    drop(p);
-    if status == b::ib_wc_status_IB_WC_SUCCESS {
-        return;
-    }
-    // Lock order: the caller holds the SQ.
-    qp.set_error(&mut qp.rq.lock());
 }
 
 /// Frees the ring slot of the oldest WQE and posts its completion: `w` is
@@ -233,14 +228,19 @@ pub(crate) fn complete_now(qp: &Arc<Qp>, sq: &mut SendSide, w: &SendWqe, status:
     // Free the slot before the CQE is visible: a user with a one-deep SQ
     // posts again as soon as it polls the completion.
     sq.queue.advance_consumer();
-    let mut failed = !ok;
-    if !ok || qp.sq_sig_all || w.send_flags & flags::SIGNALED != 0 {
-        let cqe = qp.cqe(w.wr_id, status, wc_opcode(w.opcode), w.length);
-        failed |= qp.scq().post(&cqe, false).is_err();
-    }
-    if failed {
-        // Error completions (and a full CQ) move the QP to ERR; the send
-        // task then flushes the SQ. Lock order: the caller holds the SQ.
+    let cqe = qp.cqe(w.wr_id, status, wc_opcode(w.opcode), w.length);
+    if !ok {
+        // An error completion moves the QP to ERR, and it is in ERR by the
+        // time the completion can be polled (a user who then queries it
+        // sees ERR); the receives are flushed after it, and the send task
+        // flushes the SQ. Lock order: the caller holds the SQ.
+        qp.set_error_then(&mut qp.rq.lock(), || {
+            let _ = qp.scq().post(&cqe, false);
+        });
+    } else if (qp.sq_sig_all || w.send_flags & flags::SIGNALED != 0)
+        && qp.scq().post(&cqe, false).is_err()
+    {
+        // A full CQ is the QP's failure too.
         qp.set_error(&mut qp.rq.lock());
     }
 }

@@ -6,7 +6,7 @@ set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 rounds=${ROUNDS:-2}
 out=$(mktemp -d /tmp/oxe-bench.XXXXXX)
-bench_boots "$out" "$rounds" tests/perftest_bench.sh
+bench_boots "$out" "$rounds" --wire tests/perftest_bench.sh
 python3 - "$out" "$rounds" <<'PY'
 import sys
 out, rounds = sys.argv[1], int(sys.argv[2])
@@ -15,19 +15,22 @@ for flavour in ("oxe", "rxe"):
     for r in range(1, rounds + 1):
         for line in open(f"{out}/{flavour}-{r}.txt"):
             f = line.split()
-            if len(f) < 4 or f[0] != "pt":
+            if len(f) < 4 or f[0] not in ("pt", "pw"):
                 continue
             v, lower_is_better = float(f[2]), f[3] == "us"
             unit[f[1]] = f[3]
-            k = (f[1], flavour)
+            k = (f[1], "wire" if f[0] == "pw" else flavour)
             if v > 0:
                 cur = best.get(k)
                 best[k] = v if cur is None else (min(cur, v) if lower_is_better else max(cur, v))
 print(f"perftest defaults, loopback on one device, best of {rounds} alternating boots (TCG guest)")
-print(f"{'test':14} {'oxe':>10} {'rxe':>10} {'unit':>5} {'oxe/rxe':>8}")
+print("oxe: packets handed over between QPs; oxe wire: wire_loopback=1, every packet")
+print("through the RoCEv2 path (headers, ICRC, skb), like-for-like with rxe's loopback")
+print(f"{'test':14} {'oxe':>10} {'oxe wire':>10} {'rxe':>10} {'unit':>5} {'oxe/rxe':>8} {'wire/rxe':>8}")
 for t in ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw", "ib_write_lat", "ib_read_lat", "ib_send_lat"):
-    o, x = best.get((t, "oxe")), best.get((t, "rxe"))
+    o, w, x = best.get((t, "oxe")), best.get((t, "wire")), best.get((t, "rxe"))
     ratio = f"{o / x:.2f}" if o and x else "-"
-    print(f"{t:14} {o or 0:10.3f} {x or 0:10.3f} {unit.get(t, ''):>5} {ratio:>8}")
+    wratio = f"{w / x:.2f}" if w and x else "-"
+    print(f"{t:14} {o or 0:10.3f} {w or 0:10.3f} {x or 0:10.3f} {unit.get(t, ''):>5} {ratio:>8} {wratio:>8}")
 PY
 echo "raw results in $out"

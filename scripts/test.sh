@@ -22,7 +22,7 @@ set -uo pipefail
 # and `make run` use.
 suite_flavour() {
 	case $1 in
-	40-perftest) echo plain ;;
+	40-perftest | 46-wire-dp) echo plain ;;
 	*) echo kasan ;;
 	esac
 }
@@ -95,11 +95,15 @@ if ((${#suites[@]} == 0)); then
 		read -ra suites <<<"$QUICK_SUITES"
 	else
 		for f in "$OXE_ROOT"/tests/guest/*.sh; do suites+=("$(basename "$f" .sh)"); done
+		suites+=(pair)
 	fi
 fi
+# "pair": the two-guest link (scripts/two-guests.sh), part of the full suite.
+pair=0
 declare -A by_flavour=()
 for s in "${suites[@]}"; do
 	s=$(basename "$s" .sh)
+	[[ $s == pair ]] && { pair=1; continue; }
 	[[ -f $OXE_ROOT/tests/guest/$s.sh ]] || { result fail "no guest suite $s"; continue; }
 	fl=${OXE_FLAVOUR:-$(suite_flavour "$s")}
 	((quick)) && fl=${OXE_FLAVOUR:-plain}
@@ -175,4 +179,26 @@ for fl in plain debug kasan; do
 	# shellcheck disable=SC2086 # a list of suite names
 	run_guest "$fl" ${by_flavour[$fl]} || continue
 done
+
+# Two guests on a private link, oxe in one and rdma_rxe in the other, on the
+# plain kernel (interoperability, not memory checks: the wire's memory
+# handling runs on kasan in 45-wire).
+if ((pair)); then
+	t=$SECONDS
+	prc=0
+	out=$("$OXE_ROOT/scripts/two-guests.sh" oxe rxe 2>&1) || prc=$?
+	while IFS= read -r line; do
+		case $line in
+		[ab]": not ok "*) result fail "pair ${line%%:*}: ${line#*not ok }" ;;
+		[ab]": ok "*) result ok "pair ${line%%:*}: ${line#*: ok }" ;;
+		"# "*) echo "$line" ;;
+		esac
+	done <<<"$out"
+	if ((prc == 0)); then
+		result ok "pair: both guests finished, kernel consoles clean"
+	else
+		result fail "pair: both guests finished, kernel consoles clean (exit $prc)"
+	fi
+	timed "two guests, oxe and rxe (pair)" $t
+fi
 finish

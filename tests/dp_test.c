@@ -584,6 +584,33 @@ TEST_F_TIMEOUT(dp, error_mid_message_flushes_and_releases_mrs, 180)
 }
 
 /*
+ * An error completion means the QP is in ERR: a user who polls it and then
+ * queries the QP must see ERR, never the state before. The completion used
+ * to be posted first and the state changed after it, a window that a
+ * query right after the poll sometimes hit.
+ */
+TEST_F_TIMEOUT(dp, error_completion_comes_with_err_state, 300)
+{
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qia;
+	struct ibv_wc wc;
+	int rounds = getenv("OXE_ROUNDS") ? atoi(getenv("OXE_ROUNDS")) : 300;
+
+	for (int i = 0; i < rounds; i++) {
+		ASSERT_EQ(0, reconnect_rc(self->ctx, self->b.qp, self->a.qp->qp_num, ACC_ALL, 7));
+		ASSERT_EQ(0, post(self->b.qp, IBV_WR_SEND, self->b.buf, 64, self->b.mr->lkey ^ 0x55,
+				  0, 0, 100 + i));
+		ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
+		ASSERT_EQ(IBV_WC_LOC_PROT_ERR, wc.status);
+		ASSERT_EQ(0, ibv_query_qp(self->b.qp, &qa, IBV_QP_STATE, &qia));
+		ASSERT_EQ(IBV_QPS_ERR, qa.qp_state)
+			TH_LOG("round %d: state %d after the error completion", i, qa.qp_state);
+		while (ibv_poll_cq(self->b.cq, 1, &wc) > 0)
+			;
+	}
+}
+
+/*
  * modify_qp checks the transition against the QP's state and applies it
  * under the same locks as the QP's own failures: a failure while a modify_qp
  * is under way is not overwritten. Before, modify_qp validated a snapshot of

@@ -306,7 +306,15 @@ impl Qp {
     /// starts a new message afterwards. The send task flushes the SQ: it does
     /// so whenever it runs in ERR.
     pub(crate) fn set_error(self: &Arc<Self>, rq: &mut RecvSide) {
+        self.set_error_then(rq, || {});
+    }
+
+    /// As [`Qp::set_error`], running `first` once the QP is in ERR and
+    /// before its receives are flushed: an error completion posted there is
+    /// seen with the QP already in ERR, and ahead of the flushes.
+    pub(crate) fn set_error_then(self: &Arc<Self>, rq: &mut RecvSide, first: impl FnOnce()) {
         let was = core::mem::replace(&mut self.attr.lock().state, STATE_ERR);
+        first();
         self.flush_rq(rq);
         self.schedule();
         if was != STATE_ERR {

@@ -1,0 +1,67 @@
+#!/bin/sh
+# One end of the two-guest link (scripts/two-guests.sh): DRIVER (oxe or rxe)
+# on eth0, this guest at $OXE_IP, the other at PEER. Both run the same list
+# in the same order: the guest whose address a line names serves, the other
+# is the client, retrying while the server is not listening yet. KTAP out.
+# Usage: guest-pair.sh DRIVER PEER
+cd "$(dirname "$0")/.." || exit 1
+. tests/lib.sh
+drv=$1 peer=$2 me=$OXE_IP
+case $drv in
+oxe) oxe_load && rdma link add oxe0 type oxe netdev eth0 ;;
+rxe) modprobe rdma_rxe && rdma link add rxe0 type rxe netdev eth0 ;;
+esac || { ktap_print_header; ktap_exit_fail_msg "no $drv device"; }
+dev=${drv}0
+wait_for 10 sh -c "grep -qs ffff:$(printf '%02x%02x:%02x%02x' $(echo "$me" | tr . ' ')) $IBDIR/$dev/ports/1/gids/*"
+gid=
+for g in "$IBDIR/$dev"/ports/1/gids/*; do
+	case $(cat "$g") in *ffff:$(printf '%02x%02x:%02x%02x' $(echo "$me" | tr . ' '))) gid=$(basename "$g") ;; esac
+done
+
+# The list: SERVER TOOL ARGS (-x/-g and the device are added).
+A=10.77.0.1 B=10.77.0.2
+list="$A ib_write_bw -n 500
+$B ib_write_bw -n 500
+$A ib_read_bw -n 500
+$B ib_read_bw -n 500
+$A ib_send_bw -n 500
+$B ib_send_bw -n 500
+$A ib_atomic_bw -n 500
+$B ib_atomic_bw -n 500
+$A ib_write_lat -n 500
+$B ib_read_lat -n 500
+$A ib_send_lat -n 500
+$B ib_send_lat -n 500
+$A ib_write_bw -q 4 -n 300
+$A ibv_rc_pingpong -s 65536 -n 200 -c
+$B ibv_rc_pingpong -s 65536 -n 200 -c
+$A ibv_rc_pingpong -s 1 -n 500 -c"
+ktap_print_header
+ktap_set_plan "$(echo "$list" | wc -l)"
+n=0
+echo "$list" | while read -r srv tool args; do
+	n=$((n + 1))
+	case $tool in ibv_*) g="-g $gid" ;; *) g="-x $gid -F" ;; esac
+	if [ "$srv" = "$me" ]; then
+		role="serves"
+		timeout 300 $tool $args -d $dev $g </dev/null >/tmp/pair.out 2>&1
+		rc=$?
+	else
+		role="client"
+		for i in $(seq 120); do
+			timeout 300 $tool $args -d $dev $g "$srv" </dev/null >/tmp/pair.out 2>&1
+			rc=$?
+			grep -q "Couldn't connect" /tmp/pair.out || break
+			sleep 1
+		done
+	fi
+	res=$(grep -A1 '#bytes' /tmp/pair.out | tail -1 | tr -s ' \t' ' ')
+	if [ $rc = 0 ]; then
+		ktap_test_pass "$drv $role: $tool $args${res:+ ($res)}"
+	else
+		sed 's/^/# /' /tmp/pair.out | tail -15
+		ktap_test_fail "$drv $role: $tool $args"
+	fi
+done
+rdma link delete $dev
+[ "$drv" = oxe ] && oxe_unload || modprobe -r rdma_rxe
