@@ -146,13 +146,25 @@ fn ack_through(qp: &Arc<Qp>, sq: &mut SendSide, psn: u32) {
     if packet::psn_diff(psn, limit) >= 0 {
         return;
     }
-    advance_una(sq, packet::psn_add(psn, 1));
     while let Some(p) = sq.inflight.front() {
         if !p.acked_by_ack() || p.sent < p.npkts || packet::psn_diff(psn, p.last_psn()) < 0 {
             break;
         }
         retire(qp, sq, b::ib_wc_status_IB_WC_SUCCESS);
     }
+    // An ACK (or a NAK's implied ACK) says the requests arrived, not that
+    // a READ's or an atomic's answer did: the oldest unanswered PSN stays
+    // unacknowledged, or a lost READ response would never be asked again.
+    let mut una = packet::psn_add(psn, 1);
+    if let Some(p) = sq.inflight.front() {
+        if !p.acked_by_ack() {
+            let waiting = packet::psn_add(p.first_psn, p.done);
+            if packet::psn_diff(una, waiting) > 0 {
+                una = waiting;
+            }
+        }
+    }
+    advance_una(sq, una);
     settle(qp, sq);
 }
 
@@ -173,16 +185,33 @@ fn sent_limit(sq: &SendSide) -> u32 {
 
 fn read_response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCache) {
     let h = &pkt.hdr;
+    let Some(p) = sq.inflight.front() else {
+        return;
+    };
+    if !matches!(p.op, Op::Read(_)) {
+        return;
+    }
+    // In order only. A response past the expected one means the expected
+    // one was lost: ask for the rest again at once (once per gap), as rxe
+    // does, rather than wait for the retransmit timer.
+    let expected = packet::psn_add(p.first_psn, p.done);
+    if p.done >= p.sent || h.psn != expected {
+        let ahead =
+            packet::psn_diff(h.psn, expected) > 0 && packet::psn_diff(h.psn, sent_limit(sq)) < 0;
+        if ahead && sq.read_gap != Some(expected) {
+            sq.read_gap = Some(expected);
+            qp.stats.get().inc(Counter::CompleterRetryErr);
+            rewind(sq);
+            qp.schedule();
+        }
+        return;
+    }
     let Some(p) = sq.inflight.front_mut() else {
         return;
     };
     let Op::Read(sgl) = &p.op else {
         return;
     };
-    // In order only: a gap is recovered by going back.
-    if p.done >= p.sent || h.psn != packet::psn_add(p.first_psn, p.done) {
-        return;
-    }
     let off = u64::from(p.done) * u64::from(p.mtu);
     let want = (p.total - off.min(p.total)).min(u64::from(p.mtu));
     if pkt.payload.len() as u64 != want

@@ -16,10 +16,10 @@ link() { echo "dgram,local.type=inet,local.host=127.0.0.1,local.port=$1,remote.t
 flag() { [[ $1 == rxe ]] && echo -r || true; }
 # One vCPU each: two guests share the host's two cores.
 OXE_SMP=1 OXE_NETDEV=$(link $pa $pb) OXE_MAC=52:54:00:12:34:01 OXE_IP=10.77.0.1 \
-	"$OXE_ROOT/qemu/run-vm.sh" $(flag "$da") -k "$kdir" -o "$out/a" -t 1500 -- tests/guest-pair.sh "$da" 10.77.0.2 &
+	"$OXE_ROOT/qemu/run-vm.sh" $(flag "$da") -k "$kdir" -o "$out/a" -t 1500 -- env OXE_PAIR_ONLY="${OXE_PAIR_ONLY:-}" tests/guest-pair.sh "$da" 10.77.0.2 &
 a=$!
 OXE_SMP=1 OXE_NETDEV=$(link $pb $pa) OXE_MAC=52:54:00:12:34:02 OXE_IP=10.77.0.2 \
-	"$OXE_ROOT/qemu/run-vm.sh" $(flag "$db") -k "$kdir" -o "$out/b" -t 1500 -- tests/guest-pair.sh "$db" 10.77.0.1 &
+	"$OXE_ROOT/qemu/run-vm.sh" $(flag "$db") -k "$kdir" -o "$out/b" -t 1500 -- env OXE_PAIR_ONLY="${OXE_PAIR_ONLY:-}" tests/guest-pair.sh "$db" 10.77.0.1 &
 b=$!
 rc=0
 wait $a || rc=1

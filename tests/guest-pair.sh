@@ -36,6 +36,8 @@ $A ib_write_bw -q 4 -n 300
 $A ibv_rc_pingpong -s 65536 -n 200 -c
 $B ibv_rc_pingpong -s 65536 -n 200 -c
 $A ibv_rc_pingpong -s 1 -n 500 -c"
+# OXE_PAIR_ONLY=REGEX: only the lines that match (both guests must agree).
+[ -n "${OXE_PAIR_ONLY:-}" ] && list=$(echo "$list" | grep -E "$OXE_PAIR_ONLY")
 ktap_print_header
 ktap_set_plan "$(echo "$list" | wc -l)"
 n=0
@@ -59,8 +61,9 @@ echo "$list" | while read -r srv tool args; do
 	if [ $rc = 0 ]; then
 		ktap_test_pass "$drv $role: $tool $args${res:+ ($res)}"
 	else
-		sed 's/^/# /' /tmp/pair.out | tail -15
-		ktap_test_fail "$drv $role: $tool $args"
+		sed 's/^/# /' /tmp/pair.out | tail -40
+		rdma statistic show link $dev/1 | sed 's/^/# /'
+		ktap_test_fail "$drv $role: $tool $args (exit $rc)"
 	fi
 done
 rdma link delete $dev

@@ -103,6 +103,8 @@ pub(crate) struct SendSide {
     pub(crate) rnr_wait: bool,
     /// `una` when the retransmit timer was armed; `None` when not armed.
     pub(crate) timer_una: Option<u32>,
+    /// The READ response PSN asked for again after a gap (once per gap).
+    pub(crate) read_gap: Option<u32>,
 }
 
 /// The receive side: the RQ ring and the responder's state.
@@ -280,7 +282,7 @@ impl Qp {
         match (pushed, response) {
             (Ok(()), true) => self.schedule(),
             (Ok(()), false) => self.schedule_recv(),
-            (Err(_dropped), _) => {}
+            (Err(_dropped), _) => stats.inc(Counter::RcvDrops),
         }
     }
 
@@ -407,6 +409,7 @@ impl Qp {
         sq.rnr_wait = false;
         sq.rnr_tries = 0;
         sq.retries = 0;
+        sq.read_gap = None;
         sq.queue.discard_posted();
         rq.queue.discard_posted();
         rq.progress = None;

@@ -165,6 +165,7 @@ impl Qp {
                         retries: 0,
                         rnr_wait: false,
                         timer_una: None,
+                        read_gap: None,
                     }),
                     rq <- kernel::new_mutex!(RecvSide {
                         queue: rq,
