@@ -113,7 +113,6 @@ int oxe_net_get(struct net_device *ndev);
 void oxe_net_put(struct net_device *ndev);
 /* An skb with room for the link, IP and UDP headers and @len bytes at @data. */
 struct sk_buff *oxe_skb_alloc(struct net_device *ndev, u32 len, u8 **data);
-void oxe_skb_free(struct sk_buff *skb);
 void oxe_skb_consume(struct sk_buff *skb);
 /* The linear bytes from the IP header to the end. */
 const u8 *oxe_skb_network(struct sk_buff *skb, u32 *len);

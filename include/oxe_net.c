@@ -184,11 +184,6 @@ struct sk_buff *oxe_skb_alloc(struct net_device *ndev, u32 len, u8 **data)
 	return skb;
 }
 
-void oxe_skb_free(struct sk_buff *skb)
-{
-	kfree_skb(skb);
-}
-
 void oxe_skb_consume(struct sk_buff *skb)
 {
 	consume_skb(skb);

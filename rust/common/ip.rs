@@ -266,7 +266,7 @@ pub fn put_icrc_with(
 mod tests {
     use super::*;
     use crate::icrc::tests::icrc_reference;
-    use crate::packet::{op, Hdr, Reth};
+    use crate::packet::{op, Hdr};
     use crate::wire::{self, tests::RXE_READ};
     use proptest::prelude::*;
 
@@ -338,13 +338,7 @@ mod tests {
             ttl: 64,
             id: 0xbe10,
         };
-        let mut h = Hdr::new(op::READ_REQUEST, 0x54cb63, 0x11);
-        h.ack_req = true;
-        h.reth = Some(Reth {
-            va: 0x7fee_260f_b000,
-            rkey: 0x2b8,
-            len: 0x10000,
-        });
+        let h = wire::tests::rxe_read_hdr();
         let mut b = [0u8; 80];
         let ib_len = wire::encode(&h, &[], &mut b[28..]).unwrap();
         assert_eq!(encode_udp(0xdf94, ib_len, &mut b[20..]), Ok(8));

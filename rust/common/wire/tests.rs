@@ -281,9 +281,8 @@ pub(crate) const RXE_READ: [u8; 32] = [
     0x26, 0x0f, 0xb0, 0x00, 0x00, 0x00, 0x02, 0xb8, 0x00, 0x01, 0x00, 0x00, 0x08, 0xc6, 0x15, 0x4a,
 ];
 
-#[test]
-fn rxe_read_request() {
-    let d = decode(&RXE_READ).unwrap();
+/// The headers RXE_READ carries.
+pub(crate) fn rxe_read_hdr() -> Hdr {
     let mut h = Hdr::new(op::READ_REQUEST, 0x54cb63, 0x11);
     h.ack_req = true;
     h.reth = Some(Reth {
@@ -291,6 +290,13 @@ fn rxe_read_request() {
         rkey: 0x2b8,
         len: 0x10000,
     });
+    h
+}
+
+#[test]
+fn rxe_read_request() {
+    let d = decode(&RXE_READ).unwrap();
+    let h = rxe_read_hdr();
     assert_eq!(d.hdr, h);
     assert_eq!((d.payload_off, d.payload_len), (28, 0));
     let mut b = [0; 32];
