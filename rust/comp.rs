@@ -62,7 +62,10 @@ fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCache) 
     // Anything at or before `una - 1` was dealt with already.
     match h.opcode {
         op::ACKNOWLEDGE => match h.aeth {
-            Some(Syndrome::Ack) => ack_through(qp, sq, h.psn),
+            Some(Syndrome::Ack) => {
+                answer_lost(qp, sq, h.psn);
+                ack_through(qp, sq, h.psn);
+            }
             Some(Syndrome::Rnr(code)) => {
                 qp.stats.get().inc(Counter::RcvdRnrErr);
                 ack_through(qp, sq, packet::psn_add(h.psn, packet::PSN_MASK));
@@ -96,6 +99,9 @@ fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCache) 
         }
         op::ATOMIC_ACKNOWLEDGE => {
             ack_through(qp, sq, packet::psn_add(h.psn, packet::PSN_MASK));
+            if answer_lost(qp, sq, h.psn) {
+                return;
+            }
             let Some(p) = sq.inflight.front() else {
                 return;
             };
@@ -120,6 +126,29 @@ fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCache) 
         }
         _ => {}
     }
+}
+
+/// A response for a PSN past the head's unanswered READ or atomic. The
+/// responder answers in PSN order, so the head's answer was lost (or
+/// overtaken on the link): ask again at once (once per gap), as rxe does,
+/// rather than wait for the retransmit timer. The responder serves a READ
+/// again and replays an atomic's saved result. True if `psn` is past it.
+fn answer_lost(qp: &Arc<Qp>, sq: &mut SendSide, psn: u32) -> bool {
+    let Some(p) = sq.inflight.front() else {
+        return false;
+    };
+    if p.acked_by_ack() || p.done >= p.sent {
+        return false;
+    }
+    let expected = packet::psn_add(p.first_psn, p.done);
+    let ahead = packet::psn_diff(psn, expected) > 0 && packet::psn_diff(psn, sent_limit(sq)) < 0;
+    if ahead && sq.answer_gap != Some(expected) {
+        sq.answer_gap = Some(expected);
+        qp.stats.get().inc(Counter::CompleterRetryErr);
+        rewind(sq);
+        qp.schedule();
+    }
+    ahead
 }
 
 fn head_holds(sq: &SendSide, psn: u32) -> bool {
@@ -188,22 +217,10 @@ fn read_response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCa
     let Some(p) = sq.inflight.front() else {
         return;
     };
-    if !matches!(p.op, Op::Read(_)) {
-        return;
-    }
-    // In order only. A response past the expected one means the expected
-    // one was lost: ask for the rest again at once (once per gap), as rxe
-    // does, rather than wait for the retransmit timer.
+    // In order only, and for a READ at the head.
     let expected = packet::psn_add(p.first_psn, p.done);
-    if p.done >= p.sent || h.psn != expected {
-        let ahead =
-            packet::psn_diff(h.psn, expected) > 0 && packet::psn_diff(h.psn, sent_limit(sq)) < 0;
-        if ahead && sq.read_gap != Some(expected) {
-            sq.read_gap = Some(expected);
-            qp.stats.get().inc(Counter::CompleterRetryErr);
-            rewind(sq);
-            qp.schedule();
-        }
+    if !matches!(p.op, Op::Read(_)) || p.done >= p.sent || h.psn != expected {
+        answer_lost(qp, sq, h.psn);
         return;
     }
     let Some(p) = sq.inflight.front_mut() else {
@@ -231,7 +248,7 @@ fn read_response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCa
 /// Completes the head WQE: its slot goes back to the user first, then the
 /// CQE is posted if the WQE asked for one (errors always do).
 fn retire(qp: &Arc<Qp>, sq: &mut SendSide, status: u32) {
-    let Some(p) = sq.inflight.pop() else {
+    let Some(p) = sq.pop_inflight() else {
         return;
     };
     sq.next = sq.next.saturating_sub(1);
@@ -241,7 +258,7 @@ fn retire(qp: &Arc<Qp>, sq: &mut SendSide, status: u32) {
 /// Completes the head WQE in error; the QP goes to ERR, and the send task
 /// flushes the rest.
 fn fail(qp: &Arc<Qp>, sq: &mut SendSide, status: u32) {
-    let Some(p) = sq.inflight.pop() else {
+    let Some(p) = sq.pop_inflight() else {
         return;
     };
     sq.next = sq.next.saturating_sub(1);

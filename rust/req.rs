@@ -267,6 +267,16 @@ fn take(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) -> Take {
     if (local || w.send_flags & flags::FENCE != 0) && n > 0 {
         return Take::Stop;
     }
+    // READs and atomics beyond max_rd_atomic wait for earlier ones to be
+    // answered, as on a NIC (rxe waits too). 0 means the QP was never told:
+    // one at a time rather than none.
+    if matches!(
+        w.opcode,
+        wr::RDMA_READ | wr::ATOMIC_CMP_AND_SWP | wr::ATOMIC_FETCH_AND_ADD
+    ) && sq.rd_atomic >= u32::from(attrs.max_rd_atomic).max(1)
+    {
+        return Take::Stop;
+    }
     if local {
         let status = local_op(qp, &w);
         comp::complete_now(qp, sq, &w, status);
@@ -293,11 +303,15 @@ fn take(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) -> Take {
         mtu,
         total,
     };
+    let rd_atomic = p.op.is_rd_atomic();
     if sq.inflight.push(p).is_err() {
         // Cannot happen: `inflight` has room for the window's WQEs, and each
         // takes at least one PSN of it, except a failed one, which ends
         // taking until it completes.
         return Take::Stop;
+    }
+    if rd_atomic {
+        sq.rd_atomic += 1;
     }
     sq.psn = packet::psn_add(sq.psn, npkts);
     Take::Taken

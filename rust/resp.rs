@@ -139,7 +139,7 @@ fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache) {
         }
         Reply::AtomicAck(orig) => {
             rq.epsn = packet::psn_add(rq.epsn, 1);
-            rq.last_atomic = Some((h.psn, orig));
+            rq.atomics.record(h.psn, orig);
             atomic_ack(qp, &attrs, h.psn, orig);
         }
         Reply::Read(count) => rq.epsn = packet::psn_add(rq.epsn, count),
@@ -150,6 +150,7 @@ fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache) {
         }
         Reply::Nak(nak) => ack(qp, &attrs, h.psn, Syndrome::Nak(nak)),
     }
+    rq.atomics.expire(rq.epsn);
     // The receive completes only after its ACK went out, as on a NIC: the
     // application may answer as soon as it sees the completion, and its
     // answer must not reach the peer before this ACK (the peer's send would
@@ -180,12 +181,12 @@ fn duplicate(qp: &Arc<Qp>, rq: &mut RecvSide, attrs: &Attrs, pkt: &Packet) {
                 let _ = start_read(qp, rq, attrs, h.psn, reth);
             }
         }
-        // Atomics are never executed twice: the last one's result is replayed.
+        // Atomics are never executed twice: the saved result is replayed.
+        // One no longer remembered is a window behind: the requester cannot
+        // be waiting for it.
         op::COMPARE_SWAP | op::FETCH_ADD => {
-            if let Some((psn, orig)) = rq.last_atomic {
-                if psn == h.psn {
-                    atomic_ack(qp, attrs, psn, orig);
-                }
+            if let Some(orig) = rq.atomics.find(h.psn) {
+                atomic_ack(qp, attrs, h.psn, orig);
             }
         }
         // SEND and WRITE data arrived already: acknowledge what is done.

@@ -38,3 +38,54 @@ PIN_NOISE=64
 pins() { awk '/^nr_foll_pin_acquired/{a=$2} /^nr_foll_pin_released/{r=$2} END{print a-r}' /proc/vmstat; }
 # pins_back BEFORE: the system-wide pin count is back to BEFORE, within the noise.
 pins_back() { [ $(($(pins) - $1)) -lt $PIN_NOISE ]; }
+
+# rdma_stat DEV NAME: a counter of `rdma statistic show link DEV/1`.
+rdma_stat() { rdma statistic show link "$1/1" | tr ' ' '\n' | awk -v n="$2" 'f{print; exit} $0==n{f=1}'; }
+
+# gid_index DEV PREFIX: the index of the GID of DEV with that IPv4-mapped prefix.
+gid_index() {
+	for g in "$IBDIR/$1"/ports/1/gids/*; do
+		case $(cat "$g" 2>/dev/null) in *"$2"*) basename "$g"; return ;; esac
+	done
+}
+
+# ns_pair_up: namespaces A and B joined by a veth pair (va 10.9.0.1, vb
+# 10.9.0.2), rdma_oxe loaded, devices oxeA on va and oxeB on vb; sets ga and
+# gb to their IPv4 GIDs' indices.
+ns_pair_up() {
+	ip netns add A && ip netns add B || ktap_exit_fail_msg "no network namespaces"
+	ip link add va type veth peer name vb
+	ip link set va netns A && ip link set vb netns B
+	ip -n A addr add 10.9.0.1/24 dev va && ip -n A link set va up && ip -n A link set lo up
+	ip -n B addr add 10.9.0.2/24 dev vb && ip -n B link set vb up && ip -n B link set lo up
+	oxe_load || ktap_exit_fail_msg "rdma_oxe does not load"
+	ip netns exec A rdma link add oxeA type oxe netdev va &&
+		ip netns exec B rdma link add oxeB type oxe netdev vb ||
+		ktap_exit_fail_msg "rdma link add in a namespace failed"
+	wait_for 10 sh -c "[ -n \"\$(cat $IBDIR/oxeA/ports/1/gids/* 2>/dev/null | grep ffff:0a09:0001)\" ]"
+	wait_for 10 sh -c "[ -n \"\$(cat $IBDIR/oxeB/ports/1/gids/* 2>/dev/null | grep ffff:0a09:0002)\" ]"
+	ga=$(gid_index oxeA ffff:0a09:0001); gb=$(gid_index oxeB ffff:0a09:0002)
+}
+
+# The GID option of the tools `pair` runs: perftest's -x; ibv_*_pingpong's is
+# -g (scripts redefine gid_opt before those).
+gid_opt() { echo "-x $1"; }
+
+# pair CMD...: the server in namespace B, the client in A (towards B); both
+# must succeed (within PAIR_TIMEOUT seconds, 120 by default). On failure
+# their output and both devices' counters go to the log.
+pair() {
+	ip netns exec B timeout "${PAIR_TIMEOUT:-120}" "$@" -d oxeB $(gid_opt "$gb") > /tmp/pair.srv 2>&1 &
+	srv=$!
+	sleep 1
+	ip netns exec A timeout "${PAIR_TIMEOUT:-120}" "$@" -d oxeA $(gid_opt "$ga") 10.9.0.2 > /tmp/pair.cli 2>&1
+	c=$?
+	wait $srv
+	s=$?
+	[ $c = 0 ] && [ $s = 0 ] && return 0
+	echo "# client exit $c, server exit $s"
+	sed 's/^/# /' /tmp/pair.cli /tmp/pair.srv
+	echo "# oxeA: $(ip netns exec A rdma statistic show link oxeA/1 2>&1)"
+	echo "# oxeB: $(ip netns exec B rdma statistic show link oxeB/1 2>&1)"
+	return 1
+}

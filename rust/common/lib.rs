@@ -13,5 +13,6 @@ pub mod key;
 pub mod mtt;
 pub mod packet;
 pub mod params;
+pub mod replay;
 pub mod wire;
 pub mod wqe;

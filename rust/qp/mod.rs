@@ -33,6 +33,7 @@ use crate::mr::Keys;
 use crate::params;
 use crate::pkt::Packet;
 use crate::queue::Queue;
+use crate::replay::{AtomicLog, Saved};
 use crate::stats::{Counter, Counters};
 use crate::wqe;
 
@@ -103,8 +104,28 @@ pub(crate) struct SendSide {
     pub(crate) rnr_wait: bool,
     /// `una` when the retransmit timer was armed; `None` when not armed.
     pub(crate) timer_una: Option<u32>,
-    /// The READ response PSN asked for again after a gap (once per gap).
-    pub(crate) read_gap: Option<u32>,
+    /// The READ or atomic answer PSN asked for again after a gap (once per
+    /// gap).
+    pub(crate) answer_gap: Option<u32>,
+    /// READs and atomics in flight, at most `max_rd_atomic` (the peer
+    /// keeps that many responder resources for them).
+    pub(crate) rd_atomic: u32,
+}
+
+impl SendSide {
+    /// Takes the oldest WQE in flight off.
+    pub(crate) fn pop_inflight(&mut self) -> Option<flight::Pending> {
+        let p = self.inflight.pop()?;
+        if p.op.is_rd_atomic() {
+            self.rd_atomic = self.rd_atomic.saturating_sub(1);
+        }
+        Some(p)
+    }
+
+    pub(crate) fn clear_inflight(&mut self) {
+        self.inflight.clear();
+        self.rd_atomic = 0;
+    }
 }
 
 /// The receive side: the RQ ring and the responder's state.
@@ -120,9 +141,9 @@ pub(crate) struct RecvSide {
     /// A NAK (sequence or RNR) went out for `epsn`: later packets are not
     /// NAKed again until the requester goes back to it.
     pub(crate) nak_sent: bool,
-    /// The last atomic executed (PSN, original value), replayed when the
-    /// requester retransmits it.
-    pub(crate) last_atomic: Option<(u32, u64)>,
+    /// The atomics executed within the last window, replayed when the
+    /// requester sends one again.
+    pub(crate) atomics: AtomicLog<KVec<Saved>>,
     /// A receive completion held until the response to its packet is sent.
     pub(crate) completion: Option<(Cqe, bool)>,
     /// The first packet arrived (IB_EVENT_COMM_EST raised in RTR).
@@ -375,7 +396,7 @@ impl Qp {
         sq.rnr_wait = false;
         for _ in 0..sq.queue.capacity() {
             // Our copy of a WQE in flight; the ring's for the others.
-            let w = match sq.inflight.pop() {
+            let w = match sq.pop_inflight() {
                 Some(p) => p.w,
                 None => {
                     if !sq.queue.peek_into(&mut sq.wqe) {
@@ -393,7 +414,7 @@ impl Qp {
             if self.scq().post(&cqe, false).is_err() {
                 // The CQ is in error: nothing more can be completed. What is
                 // in flight lets go of its MRs all the same.
-                sq.inflight.clear();
+                sq.clear_inflight();
                 return false;
             }
             sq.queue.advance_consumer();
@@ -404,18 +425,18 @@ impl Qp {
     /// Back to RESET: drops what was posted and in flight, like rxe. One
     /// step, however fast user space keeps posting.
     pub(crate) fn reset(&self, sq: &mut SendSide, rq: &mut RecvSide) {
-        sq.inflight.clear();
+        sq.clear_inflight();
         sq.next = 0;
         sq.rnr_wait = false;
         sq.rnr_tries = 0;
         sq.retries = 0;
-        sq.read_gap = None;
+        sq.answer_gap = None;
         sq.queue.discard_posted();
         rq.queue.discard_posted();
         rq.progress = None;
         rq.read = None;
         rq.nak_sent = false;
-        rq.last_atomic = None;
+        rq.atomics.clear();
         rq.established = false;
         // Packets are dropped outside the IRQ-off lock: dropping one may
         // put the last reference on a page.

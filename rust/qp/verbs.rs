@@ -24,6 +24,7 @@ use crate::irqlock::new_irq_spinlock;
 use crate::mr::Keys;
 use crate::params;
 use crate::queue::{self, Queue};
+use crate::replay::{AtomicLog, Saved, ATOMIC_LOG_LEN};
 use crate::stats::Counters;
 use crate::wqe::{self, Sge};
 
@@ -105,6 +106,9 @@ impl Qp {
         sq_wqe.resize(sq_elem, 0, GFP_KERNEL)?;
         let mut rq_wqe = KVec::new();
         rq_wqe.resize(rq_elem, 0, GFP_KERNEL)?;
+        let mut log = KVec::new();
+        log.resize(ATOMIC_LOG_LEN, Saved::default(), GFP_KERNEL)?;
+        let atomics = AtomicLog::new(log);
         // Each WQE in flight takes at least one PSN of the window.
         let inflight = Fifo::new((sq.capacity().min(params::MAX_UNACKED_PSNS) + 1) as usize)?;
         let inbox = Inbox {
@@ -165,7 +169,8 @@ impl Qp {
                         retries: 0,
                         rnr_wait: false,
                         timer_una: None,
-                        read_gap: None,
+                        answer_gap: None,
+                        rd_atomic: 0,
                     }),
                     rq <- kernel::new_mutex!(RecvSide {
                         queue: rq,
@@ -174,7 +179,7 @@ impl Qp {
                         progress: None,
                         read: None,
                         nak_sent: false,
-                        last_atomic: None,
+                        atomics,
                         established: false,
                         completion: None,
                     }),
@@ -317,6 +322,7 @@ impl Qp {
             if mask & b::ib_qp_attr_mask_IB_QP_RQ_PSN != 0 {
                 s.rq_psn = a.rq_psn & crate::packet::PSN_MASK;
                 rq.epsn = s.rq_psn;
+                rq.atomics.clear();
             }
             if mask & b::ib_qp_attr_mask_IB_QP_MIN_RNR_TIMER != 0 {
                 s.min_rnr_timer = a.min_rnr_timer;

@@ -6,26 +6,6 @@
 # left behind.
 . "$(dirname "$0")/../lib.sh"
 
-# stat DEV NAME: a counter of `rdma statistic show link DEV/1`.
-stat() { rdma statistic show link "$1/1" | tr ' ' '\n' | awk -v n="$2" 'f{print; exit} $0==n{f=1}'; }
-# gid_index DEV PREFIX: the index of the GID of DEV with that IPv4-mapped prefix.
-gid_index() {
-	for g in "$IBDIR/$1"/ports/1/gids/*; do
-		case $(cat "$g" 2>/dev/null) in *"$2"*) basename "$g"; return ;; esac
-	done
-}
-# pair CMD...: the server in namespace B, the client in A (towards B).
-pair() {
-	ip netns exec B timeout 120 "$@" -d oxeB $(gid_opt "$gb") > /tmp/wire.srv 2>&1 &
-	srv=$!
-	sleep 1
-	ip netns exec A timeout 120 "$@" -d oxeA $(gid_opt "$ga") 10.9.0.2 > /tmp/wire.cli 2>&1
-	c=$?
-	wait $srv
-	s=$?
-	[ $c = 0 ] && [ $s = 0 ] || { sed 's/^/# /' /tmp/wire.cli /tmp/wire.srv; return 1; }
-}
-
 ktap_print_header
 ktap_set_plan 21
 before=$(pins)
@@ -44,25 +24,14 @@ OXE_DEV=oxe0 tests/bin/dp_test -t send_recv_with_immediate -t multi_sge_inline_a
 rc=$?
 grep -E "^# (PASSED|FAILED|Totals)|^not ok" /tmp/wire.dp
 check "data-path cases pass with every packet through the RoCEv2 path" [ $rc = 0 ]
-sent=$(stat oxe0 sent_pkts); icrc=$(stat oxe0 icrc_err); drops=$(stat oxe0 rcv_drops)
+sent=$(rdma_stat oxe0 sent_pkts); icrc=$(rdma_stat oxe0 icrc_err); drops=$(rdma_stat oxe0 rcv_drops)
 echo "# oxe0: sent_pkts $sent, icrc_err $icrc, rcv_drops $drops"
 check "counters: packets sent, no ICRC error" sh -c "[ ${sent:-0} -gt 100 ] && [ '$icrc' = 0 ]"
 rdma link delete oxe0
 oxe_unload
 
 # 2. Two devices, two namespaces, a veth pair.
-ip netns add A && ip netns add B || ktap_exit_fail_msg "no network namespaces"
-ip link add va type veth peer name vb
-ip link set va netns A && ip link set vb netns B
-ip -n A addr add 10.9.0.1/24 dev va && ip -n A link set va up && ip -n A link set lo up
-ip -n B addr add 10.9.0.2/24 dev vb && ip -n B link set vb up && ip -n B link set lo up
-oxe_load || ktap_exit_fail_msg "rdma_oxe does not load"
-ip netns exec A rdma link add oxeA type oxe netdev va &&
-	ip netns exec B rdma link add oxeB type oxe netdev vb || ktap_exit_fail_msg "rdma link add in a namespace failed"
-wait_for 10 sh -c "[ -n \"\$(cat $IBDIR/oxeA/ports/1/gids/* 2>/dev/null | grep ffff:0a09:0001)\" ]"
-wait_for 10 sh -c "[ -n \"\$(cat $IBDIR/oxeB/ports/1/gids/* 2>/dev/null | grep ffff:0a09:0002)\" ]"
-ga=$(gid_index oxeA ffff:0a09:0001); gb=$(gid_index oxeB ffff:0a09:0002)
-gid_opt() { echo "-x $1"; }
+ns_pair_up
 check "RoCEv2 GIDs from each veth's IPv4 address (oxeA $ga, oxeB $gb)" sh -c "[ -n '$ga' ] && [ -n '$gb' ]"
 check "a UDP 4791 socket in each namespace with a device, none elsewhere" sh -c \
 	'ip netns exec A ss -Huln | grep -q ":4791 " && ip netns exec B ss -Huln | grep -q ":4791 " && ! ss -Huln | grep -q ":4791 "'
@@ -80,12 +49,12 @@ ga=0 gb=0
 check "between namespaces over IPv6 (link-local GIDs): ibv_rc_pingpong --chk" pair ibv_rc_pingpong -s 4096 -n 200 -c
 
 # 3. Bad packets from A to B's device: dropped and counted, never taken.
-i0=$(stat oxeB icrc_err); d0=$(stat oxeB rcv_drops)
+i0=$(rdma_stat oxeB icrc_err); d0=$(rdma_stat oxeB rcv_drops)
 ip netns exec A python3 tests/roce_inject.py 10.9.0.1 10.9.0.2 0x11 bad-icrc
 ip netns exec A python3 tests/roce_inject.py 10.9.0.1 10.9.0.2 0xabcd good
 ip netns exec A python3 tests/roce_inject.py 10.9.0.1 10.9.0.2 0x11 short
 wait_for 5 sh -c "[ \$(rdma statistic show link oxeB/1 | tr ' ' '\n' | awk 'f{print; exit} \$0==\"rcv_drops\"{f=1}') -ge $((d0 + 2)) ]"
-i1=$(stat oxeB icrc_err); d1=$(stat oxeB rcv_drops)
+i1=$(rdma_stat oxeB icrc_err); d1=$(rdma_stat oxeB rcv_drops)
 echo "# oxeB: icrc_err $i0 -> $i1, rcv_drops $d0 -> $d1"
 check "a packet with a bad ICRC is dropped and counted (icrc_err)" [ "$i1" = $((i0 + 1)) ]
 check "an unknown QPN and a truncated packet are dropped and counted (rcv_drops)" [ "$d1" = $((d0 + 2)) ]
