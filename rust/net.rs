@@ -20,7 +20,7 @@ use crate::udp;
 pub(crate) fn xmit(qp: &Qp, attrs: &Attrs, pkt: Packet) {
     let stats = qp.stats.get();
     stats.inc(Counter::SentPkts);
-    stats.add(Counter::SentBytes, pkt.payload.len() as u64);
+    stats.add(Counter::SentBytes, pkt.wire_len() as u64);
     match &attrs.route {
         Some(r) if !r.local || *crate::module_parameters::wire_loopback.value() != 0 => {
             if let Err(e) = udp::send(qp, r, pkt) {

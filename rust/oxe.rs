@@ -68,6 +68,9 @@ mod packet;
 #[path = "common/params.rs"]
 mod params;
 #[allow(unreachable_pub, dead_code)]
+#[path = "common/pma.rs"]
+mod pma;
+#[allow(unreachable_pub, dead_code)]
 #[path = "common/replay.rs"]
 mod replay;
 #[allow(unreachable_pub, dead_code)]

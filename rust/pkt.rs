@@ -22,6 +22,14 @@ impl Packet {
             payload: Payload::empty(),
         }
     }
+
+    /// Its bytes from the BTH to the ICRC, as on the wire (loopback packets
+    /// are counted the same; rxe's byte counters and the PMA's data
+    /// counters count packets, not payloads).
+    pub(crate) fn wire_len(&self) -> usize {
+        let n = self.payload.len();
+        crate::wire::wire_len(self.hdr.opcode, n).unwrap_or(n)
+    }
 }
 
 /// Why a payload could not be gathered.

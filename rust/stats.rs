@@ -6,6 +6,8 @@
 
 use kernel::sync::atomic::{ordering, Atomic};
 
+use crate::pma::PortCounts;
+
 /// The counters, in the order of their names.
 #[derive(Clone, Copy)]
 #[repr(usize)]
@@ -44,6 +46,19 @@ impl Counters {
 
     pub(crate) fn inc(&self, c: Counter) {
         self.add(c, 1);
+    }
+
+    /// What the port's performance agent reports (`process_mad`).
+    pub(crate) fn port_counts(&self) -> PortCounts {
+        let v = |c: Counter| self.get(c as usize).unwrap_or(0);
+        PortCounts {
+            xmit_bytes: v(Counter::SentBytes),
+            rcv_bytes: v(Counter::RcvdBytes),
+            xmit_pkts: v(Counter::SentPkts),
+            rcv_pkts: v(Counter::RcvdPkts),
+            rcv_errors: v(Counter::IcrcErr),
+            xmit_discards: v(Counter::SendErr),
+        }
     }
 
     /// Counter `i`, in the order of the names.

@@ -13,6 +13,7 @@ pub mod key;
 pub mod mtt;
 pub mod packet;
 pub mod params;
+pub mod pma;
 pub mod replay;
 pub mod wire;
 pub mod wqe;

@@ -16,6 +16,7 @@ use crate::device::{self, DeviceState, OxeDevice, OxeUcontext, PORT};
 use crate::ib::skb::NetHold;
 use crate::ib::udata::{self, Udata};
 use crate::params;
+use crate::pma;
 use crate::queue::Mmaps;
 use crate::stats;
 
@@ -407,4 +408,46 @@ pub(super) unsafe extern "C" fn get_hw_stats(
         }
     }
     stats::NUM as c_int
+}
+
+// The core hands `process_mad` `struct ib_mad`s; the PMA code reads and
+// writes that many bytes.
+const _: () = assert!(size_of::<b::ib_mad>() == pma::MAD_LEN);
+
+/// # Safety
+///
+/// Called by the RDMA core for a live device, with `in_mad` and `out_mad`
+/// each a `struct ib_mad` it does not touch until this returns, and
+/// `out_mad_size` (if not null) the size of `out_mad`.
+pub(super) unsafe extern "C" fn process_mad(
+    ib: *mut b::ib_device,
+    _flags: c_int,
+    port: u32,
+    _in_wc: *const b::ib_wc,
+    _in_grh: *const b::ib_grh,
+    in_mad: *const b::ib_mad,
+    out_mad: *mut b::ib_mad,
+    out_mad_size: *mut usize,
+    _out_mad_pkey_index: *mut u16,
+) -> c_int {
+    let failure = pma::RESULT_FAILURE as c_int;
+    if in_mad.is_null() || out_mad.is_null() {
+        return failure;
+    }
+    // SAFETY: the caller's size of `out_mad`, when it gives one.
+    if !out_mad_size.is_null() && unsafe { *out_mad_size } < pma::MAD_LEN {
+        return failure;
+    }
+    // SAFETY: a live oxe device.
+    let Some(state) = (unsafe { OxeDevice::from_ib(ib) }).state() else {
+        return failure;
+    };
+    // SAFETY: two distinct MADs of `MAD_LEN` bytes, the core's for the call.
+    let (inp, out) = unsafe {
+        (
+            core::slice::from_raw_parts(in_mad.cast::<u8>(), pma::MAD_LEN),
+            core::slice::from_raw_parts_mut(out_mad.cast::<u8>(), pma::MAD_LEN),
+        )
+    };
+    pma::process(port, inp, out, &state.stats.port_counts()) as c_int
 }

@@ -91,6 +91,7 @@ pub(crate) fn device_ops() -> b::ib_device_ops {
     ops.query_pkey = Some(device::query_pkey);
     ops.alloc_hw_port_stats = Some(device::alloc_hw_port_stats);
     ops.get_hw_stats = Some(device::get_hw_stats);
+    ops.process_mad = Some(device::process_mad);
     ops.dealloc_driver = Some(device::dealloc_driver);
     // Ucontext and mmap.
     ops.alloc_ucontext = Some(device::alloc_ucontext);

@@ -287,7 +287,7 @@ impl Qp {
         }
         let stats = self.stats.get();
         stats.inc(Counter::RcvdPkts);
-        stats.add(Counter::RcvdBytes, pkt.payload.len() as u64);
+        stats.add(Counter::RcvdBytes, pkt.wire_len() as u64);
         let response = pkt.hdr.is_response();
         let pushed = {
             let mut inbox = self.inbox.lock();

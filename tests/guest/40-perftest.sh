@@ -8,7 +8,7 @@
 
 TESTS="ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat"
 ktap_print_header
-ktap_set_plan 25
+ktap_set_plan 26
 oxe_load && rdma link add oxe0 type oxe netdev eth0 || ktap_exit_fail_msg "no oxe0"
 port=18515
 # listening PORT PID: the server listens on PORT, or has exited (then the
@@ -67,6 +67,15 @@ for i in 1 2 3 4 5 6 7 8 9; do
 done
 run_pair "ib_send_bw -e" ib_send_bw -e
 run_pair "ib_send_lat -e" ib_send_lat -e
+
+# The port's performance agent (process_mad): sysfs counts loopback traffic
+# in 4-byte words, as the link's byte counters do.
+pc=$IBDIR/oxe0/ports/1/counters
+xd=$(cat $pc/port_xmit_data 2>/dev/null); rd=$(cat $pc/port_rcv_data 2>/dev/null)
+sb=$(rdma_stat oxe0 sent_bytes); rb=$(rdma_stat oxe0 rcvd_bytes)
+echo "# port_xmit_data $xd, port_rcv_data $rd (sent_bytes $sb, rcvd_bytes $rb)"
+check "port counters (PMA): port_xmit_data and port_rcv_data count loopback traffic" \
+	sh -c "[ '${xd:-0}' -gt 0 ] && [ '$xd' = $((${sb:-0} / 4)) ] && [ '$rd' = $((${rb:-0} / 4)) ]"
 
 rdma link delete oxe0
 oxe_unload

@@ -16,7 +16,7 @@ netem() {
 sum() { echo $(($(rdma_stat oxeA "$1") + $(rdma_stat oxeB "$1"))); }
 
 ktap_print_header
-ktap_set_plan 26
+ktap_set_plan 27
 before=$(pins)
 ns_pair_up
 
@@ -45,6 +45,11 @@ for spec in "loss 2%" "delay 1ms reorder 25% 50%" "duplicate 5%"; do
 	dup*) check "netem $spec: duplicate requests counted" [ "$d1" -gt "$d0" ] ;;
 	esac
 done
+
+# The port's performance agent counts the wire's traffic.
+pa=$IBDIR/oxeA/ports/1/counters
+check "port counters (PMA): oxeA's port_xmit_data and port_xmit_packets count the wire" sh -c \
+	"[ \$(cat $pa/port_xmit_data) -gt 0 ] && [ \$(cat $pa/port_xmit_packets) = \$(rdma statistic show link oxeA/1 | tr ' ' '\n' | awk 'f{print; exit} \$0==\"sent_pkts\"{f=1}') ]"
 
 # Every packet lost once ibv_rc_pingpong's QPs are talking: the client's QP
 # (timeout 14, 67 ms; retry_cnt 7) fails with RETRY_EXC_ERR after its 8 tries.
