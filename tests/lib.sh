@@ -30,7 +30,15 @@ no_ib_devices() { [ -z "$(ls "$IBDIR" 2>/dev/null)" ]; }
 stderr_of() { "$@" 2>&1 >/dev/null; }
 
 # Cases call ok/fail with a description; check runs a command as the case.
-check() { d=$1; shift; if "$@"; then ktap_test_pass "$d"; else ktap_test_fail "$d"; fi; }
+# A case that takes 5 s or more says how long (KASAN under TCG is slow: the
+# suite's time budget is spent where these show).
+check() {
+	d=$1; shift
+	t0=$(date +%s)
+	if "$@"; then ktap_test_pass "$d"; else ktap_test_fail "$d"; fi
+	dt=$(($(date +%s) - t0))
+	[ "$dt" -lt 5 ] || echo "# ($dt s)"
+}
 
 # Pages pinned system-wide right now. The 9p root pins and unpins a few
 # while it reads files, so comparisons allow PIN_NOISE pages.
