@@ -35,7 +35,9 @@ $B ib_send_lat -n 500
 $A ib_write_bw -q 4 -n 300
 $A ibv_rc_pingpong -s 65536 -n 200 -c
 $B ibv_rc_pingpong -s 65536 -n 200 -c
-$A ibv_rc_pingpong -s 1 -n 500 -c"
+$A ibv_rc_pingpong -s 1 -n 500 -c
+$B ibv_rc_pingpong -s 4096 -n 200 -c @ipv6
+$A ibv_rc_pingpong -s 1048576 -n 100 -c"
 # OXE_PAIR_ONLY=REGEX: only the lines that match (both guests must agree).
 [ -n "${OXE_PAIR_ONLY:-}" ] && list=$(echo "$list" | grep -E "$OXE_PAIR_ONLY")
 ktap_print_header
@@ -44,6 +46,9 @@ n=0
 echo "$list" | while read -r srv tool args; do
 	n=$((n + 1))
 	case $tool in ibv_*) g="-g $gid" ;; *) g="-x $gid -F" ;; esac
+	# @ipv6: over GID 0, the link-local IPv6 address of each end's eth0.
+	case $args in *@ipv6) args=${args%@ipv6}; g="-g 0"
+		wait_for 10 sh -c "grep -qs '^fe80:' $IBDIR/$dev/ports/1/gids/0" ;; esac
 	if [ "$srv" = "$me" ]; then
 		role="serves"
 		timeout 300 $tool $args -d $dev $g </dev/null >/tmp/pair.out 2>&1

@@ -1,10 +1,10 @@
 #!/bin/sh
-# Faults on the link: two oxe devices in two namespaces joined by a veth
+# The link under the wire, on the plain kernel. MTU changes followed by the
+# port's active MTU and used by new QPs; a tun netdev (no MAC). Faults on the link: two oxe devices in two namespaces joined by a veth
 # pair, netem on both ends losing, reordering or duplicating the RoCE packets
 # (UDP port 4791 only: the tools' TCP handshake goes untouched). Every byte
 # must arrive right, the counters must show the recovery, and with every
 # packet lost the QP must fail with RETRY_EXC_ERR once its retries are spent.
-# On the plain kernel.
 . "$(dirname "$0")/../lib.sh"
 
 # netem ARGS...: these faults on every packet leaving both ends (the tools'
@@ -16,9 +16,23 @@ netem() {
 sum() { echo $(($(rdma_stat oxeA "$1") + $(rdma_stat oxeB "$1"))); }
 
 ktap_print_header
-ktap_set_plan 27
+ktap_set_plan 35
 before=$(pins)
 ns_pair_up
+
+# active_mtu DEV: the port's active MTU in bytes.
+active_mtu() { ibv_devinfo -d "$1" | awk '/active_mtu:/{print $2}'; }
+# The path MTU is the netdev's MTU less rxe's 80 bytes of headers, rounded
+# down to an IB MTU.
+ip -n A link set va mtu 9000 && ip -n B link set vb mtu 9000
+check "netdev MTU 9000: active_mtu 4096" wait_for 5 sh -c "[ \"\$(ibv_devinfo -d oxeA | awk '/active_mtu:/{print \$2}')\" = 4096 ]"
+gid_opt() { echo "-g $1"; }
+check "netdev MTU 9000: ibv_rc_pingpong --chk with 4 KiB packets" pair ibv_rc_pingpong -m 4096 -s 65536 -n 100 -c
+ip -n A link set va mtu 1100 && ip -n B link set vb mtu 1100
+check "netdev MTU 1100: active_mtu 512 ($(active_mtu oxeA))" [ "$(active_mtu oxeA)" = 512 ]
+check "netdev MTU 1100: ibv_rc_pingpong --chk with 512-byte packets" pair ibv_rc_pingpong -m 512 -s 65536 -n 100 -c
+ip -n A link set va mtu 1500 && ip -n B link set vb mtu 1500
+check "netdev MTU 1500 again: active_mtu 1024 ($(active_mtu oxeA))" [ "$(active_mtu oxeA)" = 1024 ]
 
 PAIR_TIMEOUT=300
 for spec in "loss 2%" "delay 1ms reorder 25% 50%" "duplicate 5%"; do
@@ -57,11 +71,18 @@ netem delay 0 || ktap_exit_fail_msg "tc qdisc ... netem delay 0 failed"
 x0=$(sum retry_exceeded_err); s0=$(rdma_stat oxeA sent_pkts)
 ip netns exec B ibv_rc_pingpong -d oxeB -g "$gb" -n 1000000 > /tmp/pair.srv 2>&1 &
 srv=$!
-sleep 1
-ip netns exec A timeout 120 ibv_rc_pingpong -d oxeA -g "$ga" -n 1000000 10.9.0.2 > /tmp/pair.cli 2>&1 &
-cli=$!
-wait_for 60 sh -c "[ \$(rdma statistic show link oxeA/1 | tr ' ' '\n' | awk 'f{print; exit} \$0==\"sent_pkts\"{f=1}') -gt $((s0 + 200)) ]" ||
-	echo "# the client never got going"
+going() { [ "$(rdma_stat oxeA sent_pkts)" -gt $((s0 + 200)) ]; }
+settled() { grep -q "Couldn't connect" /tmp/pair.cli || going; }
+# Again while the server is not listening yet (see `pair`).
+for _i in $(seq 30); do
+	sleep 1
+	ip netns exec A timeout 120 ibv_rc_pingpong -d oxeA -g "$ga" -n 1000000 10.9.0.2 > /tmp/pair.cli 2>&1 &
+	cli=$!
+	wait_for 60 settled
+	going && break
+	wait $cli
+done
+going || echo "# the client never got going"
 # The QPs made progress until the first packet was lost, after t0.
 t0=$(date +%s%N)
 netem loss 100% || ktap_exit_fail_msg "tc qdisc ... netem loss 100% failed"
@@ -81,6 +102,17 @@ ip netns del A
 ip netns del B
 wait_for 20 sh -c "! [ -e $IBDIR/oxeA ] && ! [ -e $IBDIR/oxeB ]"
 gone=$?
+# A tun netdev has no MAC: the device gets a GID from its address and one
+# node GUID for its lifetime (not a fresh one per query).
+ip tuntap add mode tun dev toxe && ip addr add 10.7.0.1/24 dev toxe && ip link set toxe up
+rdma link add oxet type oxe netdev toxe
+check "a device on a tun netdev, with a RoCE v2 GID from its IPv4 address" \
+	wait_for 10 sh -c "cat $IBDIR/oxet/ports/1/gids/* 2>/dev/null | grep -q ffff:0a07:0001"
+g1=$(cat $IBDIR/oxet/node_guid 2>/dev/null); g2=$(cat $IBDIR/oxet/node_guid 2>/dev/null)
+check "tun: one node GUID, not zero ($g1)" sh -c "[ -n '$g1' ] && [ '$g1' = '$g2' ] && [ '$g1' != 0000:0000:0000:0000 ]"
+ip link del toxe
+check "tun: deleting the netdev removes the device" wait_for 20 sh -c "! [ -e $IBDIR/oxet ]"
+
 oxe_unload
 all_gone() { [ $gone = 0 ] && ! oxe_loaded && pins_back "$before"; }
 check "devices gone with their namespaces, module unloads, nothing pinned" all_gone
