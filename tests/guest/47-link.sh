@@ -16,7 +16,7 @@ netem() {
 sum() { echo $(($(rdma_stat oxeA "$1") + $(rdma_stat oxeB "$1"))); }
 
 ktap_print_header
-ktap_set_plan 35
+ktap_set_plan 37
 before=$(pins)
 ns_pair_up
 
@@ -33,6 +33,14 @@ check "netdev MTU 1100: active_mtu 512 ($(active_mtu oxeA))" [ "$(active_mtu oxe
 check "netdev MTU 1100: ibv_rc_pingpong --chk with 512-byte packets" pair ibv_rc_pingpong -m 512 -s 65536 -n 100 -c
 ip -n A link set va mtu 1500 && ip -n B link set vb mtu 1500
 check "netdev MTU 1500 again: active_mtu 1024 ($(active_mtu oxeA))" [ "$(active_mtu oxeA)" = 1024 ]
+
+# GIDs follow the netdev's addresses (the core's GID table, from the
+# addresses oxe's port reports).
+has_gid() { cat "$IBDIR/$1"/ports/1/gids/* 2>/dev/null | grep -q "$2"; }
+ip -n A addr add 10.9.1.1/24 dev va
+check "an address added to the netdev: its GID appears" wait_for 10 has_gid oxeA ffff:0a09:0101
+ip -n A addr del 10.9.1.1/24 dev va
+check "the address removed: its GID goes" wait_for 10 sh -c "! cat $IBDIR/oxeA/ports/1/gids/* 2>/dev/null | grep -q ffff:0a09:0101"
 
 PAIR_TIMEOUT=300
 for spec in "loss 2%" "delay 1ms reorder 25% 50%" "duplicate 5%"; do
