@@ -51,12 +51,12 @@ echo "$list" | while read -r srv tool args; do
 		wait_for 10 sh -c "grep -qs '^fe80:' $IBDIR/$dev/ports/1/gids/0" ;; esac
 	if [ "$srv" = "$me" ]; then
 		role="serves"
-		timeout 300 $tool $args -d $dev $g </dev/null >/tmp/pair.out 2>&1
+		timeout 120 $tool $args -d $dev $g </dev/null >/tmp/pair.out 2>&1
 		rc=$?
 	else
 		role="client"
 		for i in $(seq 120); do
-			timeout 300 $tool $args -d $dev $g "$srv" </dev/null >/tmp/pair.out 2>&1
+			timeout 120 $tool $args -d $dev $g "$srv" </dev/null >/tmp/pair.out 2>&1
 			rc=$?
 			grep -q "Couldn't connect" /tmp/pair.out || break
 			sleep 1
