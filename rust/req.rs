@@ -303,15 +303,11 @@ fn take(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) -> Take {
         mtu,
         total,
     };
-    let rd_atomic = p.op.is_rd_atomic();
-    if sq.inflight.push(p).is_err() {
+    if !sq.push_inflight(p) {
         // Cannot happen: `inflight` has room for the window's WQEs, and each
         // takes at least one PSN of it, except a failed one, which ends
         // taking until it completes.
         return Take::Stop;
-    }
-    if rd_atomic {
-        sq.rd_atomic += 1;
     }
     sq.psn = packet::psn_add(sq.psn, npkts);
     Take::Taken

@@ -113,6 +113,19 @@ pub(crate) struct SendSide {
 }
 
 impl SendSide {
+    /// Puts a WQE in flight, behind the others; false if there is no room.
+    /// `rd_atomic` is kept here and in the two below only.
+    pub(crate) fn push_inflight(&mut self, p: flight::Pending) -> bool {
+        let rd_atomic = p.op.is_rd_atomic();
+        if self.inflight.push(p).is_err() {
+            return false;
+        }
+        if rd_atomic {
+            self.rd_atomic += 1;
+        }
+        true
+    }
+
     /// Takes the oldest WQE in flight off.
     pub(crate) fn pop_inflight(&mut self) -> Option<flight::Pending> {
         let p = self.inflight.pop()?;
