@@ -117,6 +117,7 @@ fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCache) 
                 ),
                 _ => false,
             };
+            sq.rd_requests = sq.rd_requests.saturating_sub(1);
             advance_una(sq, packet::psn_add(h.psn, 1));
             if ok {
                 retire(qp, sq, b::ib_wc_status_IB_WC_SUCCESS);
@@ -238,6 +239,9 @@ fn read_response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCa
         return;
     }
     p.done += 1;
+    if packet::read_request_answered(p.done, p.npkts) {
+        sq.rd_requests = sq.rd_requests.saturating_sub(1);
+    }
     let finished = p.done >= p.npkts;
     advance_una(sq, packet::psn_add(h.psn, 1));
     if finished {
@@ -295,6 +299,9 @@ pub(crate) fn complete_now(qp: &Arc<Qp>, sq: &mut SendSide, w: &SendWqe, status:
 /// restarts there, those after it from their start.
 fn rewind(sq: &mut SendSide) {
     let una = sq.una;
+    // What was asked from the head on is asked again: the head holds `una`
+    // (everything before it completed), so no request is outstanding now.
+    sq.rd_requests = 0;
     let mut found = None;
     for i in 0..sq.inflight.len() {
         let Some(p) = sq.inflight.get_mut(i) else {

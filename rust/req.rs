@@ -31,11 +31,6 @@ use crate::wqe::{self, flags, wr, SendWqe};
 /// keeps the lock and a worker for as long as it likes.
 pub(crate) const BUDGET: u32 = 64;
 
-/// Response PSNs one READ request asks for: a READ longer than that is
-/// asked for in several requests, so that its responses stay within the
-/// window (and within the completer's queue).
-const READ_CHUNK: u32 = MAX_UNACKED_PSNS / 2;
-
 impl WorkItem<SEND> for Qp {
     type Pointer = Arc<Qp>;
 
@@ -137,6 +132,10 @@ fn send_packets(
         return Step::Progress;
     }
     let dest = attrs.dest_qpn;
+    // READ requests and atomics the peer has not answered take its responder
+    // resources: no more than max_rd_atomic, as on a NIC (rxe waits too). 0
+    // means the QP was never told: one at a time rather than none.
+    let rd_limit = u32::from(attrs.max_rd_atomic).max(1);
     match &p.op {
         Op::Failed(_) => {
             // Never sent: the completer completes it once it is the head.
@@ -186,11 +185,15 @@ fn send_packets(
         }
         Op::Read(_) => {
             // One request per chunk of response PSNs, from `sent` on (after
-            // a go-back, from where the responses stopped).
+            // a go-back, from where the responses stopped, to the end of
+            // that chunk).
             while p.sent < p.npkts && *budget > 0 {
+                if sq.rd_requests >= rd_limit {
+                    return Step::Blocked;
+                }
                 let i = p.sent;
                 let psn = packet::psn_add(p.first_psn, i);
-                let n = (p.npkts - i).min(READ_CHUNK);
+                let n = packet::read_request_len(i, p.npkts);
                 let last_psn = packet::psn_add(psn, n - 1);
                 if packet::psn_diff(last_psn, una) >= MAX_UNACKED_PSNS as i32 {
                     return Step::Blocked;
@@ -205,6 +208,7 @@ fn send_packets(
                     len: len as u32,
                 });
                 p.sent += n;
+                sq.rd_requests += 1;
                 *budget -= 1;
                 net::xmit(qp, attrs, Packet::new(hdr));
             }
@@ -214,6 +218,9 @@ fn send_packets(
             Step::Progress
         }
         Op::Atomic(_) => {
+            if sq.rd_requests >= rd_limit {
+                return Step::Blocked;
+            }
             let mut hdr = Hdr::new(
                 if p.w.opcode == wr::ATOMIC_CMP_AND_SWP {
                     op::COMPARE_SWAP
@@ -231,6 +238,7 @@ fn send_packets(
                 compare_add: p.w.compare_add,
             });
             p.sent = 1;
+            sq.rd_requests += 1;
             *budget -= 1;
             sq.next += 1;
             net::xmit(qp, attrs, Packet::new(hdr));
@@ -265,16 +273,6 @@ fn take(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) -> Take {
     // Local operations and fenced WQEs wait for what is in flight: the
     // former run here and complete at once, in order.
     if (local || w.send_flags & flags::FENCE != 0) && n > 0 {
-        return Take::Stop;
-    }
-    // READs and atomics beyond max_rd_atomic wait for earlier ones to be
-    // answered, as on a NIC (rxe waits too). 0 means the QP was never told:
-    // one at a time rather than none.
-    if matches!(
-        w.opcode,
-        wr::RDMA_READ | wr::ATOMIC_CMP_AND_SWP | wr::ATOMIC_FETCH_AND_ADD
-    ) && sq.rd_atomic >= u32::from(attrs.max_rd_atomic).max(1)
-    {
         return Take::Stop;
     }
     if local {

@@ -257,9 +257,64 @@ pub const fn psn_in(psn: u32, first: u32, count: u32) -> bool {
     d >= 0 && (d as u32) < count
 }
 
+/// Response PSNs one READ request asks for at most: a longer READ is asked
+/// for in several requests, so that its responses stay within the window
+/// (and the completer's queue).
+pub const READ_CHUNK: u32 = crate::params::MAX_UNACKED_PSNS / 2;
+
+/// The READ request that asks for response `index` (of `count`) on: up to
+/// the end of its chunk, chunks counted from the READ's first PSN. A request
+/// sent again after a loss, from where the responses stopped, so lies inside
+/// the request it repeats: a responder keeps a resource per request and
+/// serves a repeat only within it (rdma_rxe drops anything else). `index`
+/// is below `count`.
+pub const fn read_request_len(index: u32, count: u32) -> u32 {
+    let to_chunk_end = READ_CHUNK - index % READ_CHUNK;
+    let left = count.saturating_sub(index);
+    if to_chunk_end < left {
+        to_chunk_end
+    } else {
+        left
+    }
+}
+
+/// True when response `done` (counted from 1) was the last one a READ
+/// request of `read_request_len` asked for: that request is answered.
+pub const fn read_request_answered(done: u32, count: u32) -> bool {
+    done % READ_CHUNK == 0 || done >= count
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Requests from any resume point end where the original request
+        /// from the chunk's start ends, and are answered exactly there.
+        #[test]
+        fn read_requests_repeat_within_the_original(count in 1u32..2000, at in 0u32..2000) {
+            let index = at % count;
+            let start = index - index % READ_CHUNK;
+            let original = read_request_len(start, count);
+            let again = read_request_len(index, count);
+            proptest::prop_assert!(again >= 1);
+            proptest::prop_assert_eq!(index + again, start + original);
+            for done in index + 1..=index + again {
+                proptest::prop_assert_eq!(read_request_answered(done, count), done == index + again);
+            }
+        }
+    }
+
+    #[test]
+    fn read_requests() {
+        assert_eq!(read_request_len(0, 1), 1);
+        assert_eq!(read_request_len(0, 1000), READ_CHUNK);
+        assert_eq!(read_request_len(10, 1000), READ_CHUNK - 10);
+        assert_eq!(read_request_len(READ_CHUNK, READ_CHUNK + 3), 3);
+        assert!(read_request_answered(READ_CHUNK, 1000));
+        assert!(!read_request_answered(READ_CHUNK - 1, 1000));
+        assert!(read_request_answered(7, 7));
+    }
 
     #[test]
     fn psn_wraps() {

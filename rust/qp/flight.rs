@@ -39,13 +39,6 @@ pub(crate) enum Op {
     Failed(u32),
 }
 
-impl Op {
-    /// A READ or an atomic: takes one of the peer's responder resources.
-    pub(crate) fn is_rd_atomic(&self) -> bool {
-        matches!(self, Op::Read(_) | Op::Atomic(_))
-    }
-}
-
 /// A WQE in flight.
 pub(crate) struct Pending {
     pub(crate) w: SendWqe,

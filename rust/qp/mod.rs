@@ -107,37 +107,26 @@ pub(crate) struct SendSide {
     /// The READ or atomic answer PSN asked for again after a gap (once per
     /// gap).
     pub(crate) answer_gap: Option<u32>,
-    /// READs and atomics in flight, at most `max_rd_atomic` (the peer
-    /// keeps that many responder resources for them).
-    pub(crate) rd_atomic: u32,
+    /// READ requests and atomics sent and not answered yet, at most
+    /// `max_rd_atomic`: the peer keeps a responder resource for each, and
+    /// one more would take the place of one we may have to repeat.
+    pub(crate) rd_requests: u32,
 }
 
 impl SendSide {
     /// Puts a WQE in flight, behind the others; false if there is no room.
-    /// `rd_atomic` is kept here and in the two below only.
     pub(crate) fn push_inflight(&mut self, p: flight::Pending) -> bool {
-        let rd_atomic = p.op.is_rd_atomic();
-        if self.inflight.push(p).is_err() {
-            return false;
-        }
-        if rd_atomic {
-            self.rd_atomic += 1;
-        }
-        true
+        self.inflight.push(p).is_ok()
     }
 
     /// Takes the oldest WQE in flight off.
     pub(crate) fn pop_inflight(&mut self) -> Option<flight::Pending> {
-        let p = self.inflight.pop()?;
-        if p.op.is_rd_atomic() {
-            self.rd_atomic = self.rd_atomic.saturating_sub(1);
-        }
-        Some(p)
+        self.inflight.pop()
     }
 
     pub(crate) fn clear_inflight(&mut self) {
         self.inflight.clear();
-        self.rd_atomic = 0;
+        self.rd_requests = 0;
     }
 }
 

@@ -170,7 +170,7 @@ impl Qp {
                         rnr_wait: false,
                         timer_una: None,
                         answer_gap: None,
-                        rd_atomic: 0,
+                        rd_requests: 0,
                     }),
                     rq <- kernel::new_mutex!(RecvSide {
                         queue: rq,
