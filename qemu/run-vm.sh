@@ -62,7 +62,7 @@ qemu_args=(
 	-fsdev "local,id=out,path=$out,security_model=none"
 	-device virtio-9p-pci,fsdev=out,mount_tag=oxeout
 	-netdev "${OXE_NETDEV:-hubport,hubid=0},id=n0"
-	-device "virtio-net-pci,netdev=n0,mac=${OXE_MAC:-52:54:00:12:34:56}"
+	-device "virtio-net-pci,id=nic0,netdev=n0,mac=${OXE_MAC:-52:54:00:12:34:56}"
 	-append "console=ttyS0 root=/dev/root rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=${OXE_MSIZE:-512000},cache=loose ro panic=-1 tsc=reliable kunit.enable=1 kunit.autorun=1 init=$OXE_ROOT/qemu/guest-init.sh OXE_ROOT=$OXE_ROOT OXE_KDIR=$kdir OXE_FLAVOUR=$flavour OXE_IP=${OXE_IP:-10.77.0.1} $extra_append"
 )
 

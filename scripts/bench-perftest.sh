@@ -2,10 +2,50 @@
 # make bench-perftest: the seven perftests (defaults, loopback on one device)
 # on oxe, then on rdma_rxe in a separate boot of the same kernel, alternating
 # for ROUNDS rounds (best of rounds). Prints each result and oxe/rxe.
+#
+# bench-perftest.sh pair (make bench-perftest MODE=pair): the seven perftests
+# with their defaults between two guests on the private link of
+# scripts/two-guests.sh, oxe<->oxe against rxe<->rxe, alternating for ROUNDS
+# rounds; guest A serves, guest B measures.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 rounds=${ROUNDS:-2}
 out=$(mktemp -d /tmp/oxe-bench.XXXXXX)
+if [[ ${1:-} == pair ]]; then
+	"$OXE_ROOT/scripts/setup.sh"
+	for r in $(seq 1 "$rounds"); do
+		for drv in oxe rxe; do
+			log "round $r: $drv<->$drv"
+			OXE_PAIR_BENCH=1 OXE_PAIR_OUT=$out/$drv-$r "$OXE_ROOT/scripts/two-guests.sh" $drv $drv \
+				>"$out/$drv-$r.log" 2>&1 || log "round $r: $drv: a case failed ($out/$drv-$r.log)"
+			cp "$out/$drv-$r/b/bench.txt" "$out/$drv-$r.txt" 2>/dev/null || : >"$out/$drv-$r.txt"
+		done
+	done
+	python3 - "$out" "$rounds" <<'PY'
+import sys
+out, rounds = sys.argv[1], int(sys.argv[2])
+best, unit = {}, {}
+for drv in ("oxe", "rxe"):
+    for r in range(1, rounds + 1):
+        for line in open(f"{out}/{drv}-{r}.txt"):
+            f = line.split()
+            if len(f) < 4 or f[0] != "pt" or float(f[2]) <= 0:
+                continue
+            v, low = float(f[2]), f[3] == "us"
+            unit[f[1]] = f[3]
+            cur = best.get((f[1], drv))
+            best[(f[1], drv)] = v if cur is None else (min(cur, v) if low else max(cur, v))
+print(f"perftest defaults between two guests (TCG, one vCPU each, QEMU dgram link on 127.0.0.1),")
+print(f"best of {rounds} alternating runs: oxe<->oxe against rxe<->rxe")
+print(f"{'test':14} {'oxe':>10} {'rxe':>10} {'unit':>5} {'oxe/rxe':>8}")
+for t in ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw", "ib_write_lat", "ib_read_lat", "ib_send_lat"):
+    o, x = best.get((t, "oxe")), best.get((t, "rxe"))
+    ratio = f"{o / x:.2f}" if o and x else "-"
+    print(f"{t:14} {o or 0:10.3f} {x or 0:10.3f} {unit.get(t, ''):>5} {ratio:>8}")
+PY
+	echo "raw results in $out"
+	exit 0
+fi
 bench_boots "$out" "$rounds" --wire tests/perftest_bench.sh
 python3 - "$out" "$rounds" <<'PY'
 import sys

@@ -203,7 +203,7 @@ pair_run() {
 }
 if ((pair)); then
 	pair_run pair oxe rxe
-	OXE_PAIR_ONLY='^10.77.0.1 ib_write_bw -n|^10.77.0.2 ib_read_bw|^10.77.0.1 ib_atomic_bw|^10.77.0.2 ib_send_lat|-q 4|ibv_rc_pingpong -s (65536|1048576)|@ipv6' \
+	OXE_PAIR_ONLY='^10.77.0.1 ib_write_bw -n|^10.77.0.2 ib_read_bw -[na]|^10.77.0.1 ib_atomic_bw|^10.77.0.2 ib_send_lat -n|-q 4|ibv_rc_pingpong -s 65536|xfer_check|@ipv6' \
 		pair_run pair-oxe oxe oxe
 fi
 finish

@@ -5,25 +5,55 @@
 # both guests' KTAP results and exits non-zero if a case failed or a guest's
 # console shows a kernel report.
 # Usage: two-guests.sh [DRIVER_A DRIVER_B]   (default: oxe rxe)
+# OXE_PAIR_ONLY=REGEX runs a part of the list, OXE_PAIR_BENCH=1 the
+# benchmark's list instead (scripts/bench-perftest.sh pair), OXE_PAIR_OUT
+# names the output directory.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 da=${1:-oxe} db=${2:-rxe}
 kdir=${KDIR:-$("$OXE_ROOT/scripts/build-kernel.sh" plain)}
 KDIR=$kdir "$OXE_ROOT/scripts/build-module.sh" >/dev/null
-out=$(mktemp -d /tmp/oxe-pair.XXXXXX)
+make -s -C "$OXE_ROOT" KDIR="$kdir" tests
+out=${OXE_PAIR_OUT:-$(mktemp -d /tmp/oxe-pair.XXXXXX)}
+mkdir -p "$out"
 pa=$((20000 + RANDOM % 20000)) pb=$((pa + 1))
 link() { echo "dgram,local.type=inet,local.host=127.0.0.1,local.port=$1,remote.type=inet,remote.host=127.0.0.1,remote.port=$2"; }
 flag() { [[ $1 == rxe ]] && echo -r || true; }
+# A guest whose link stops (the kernel's "NETDEV WATCHDOG") gets both QEMUs'
+# view of their virtio-net queues and the host's sockets recorded, twice 10 s
+# apart, in $out/stall.txt: which side holds the packets.
+nic=/machine/peripheral/nic0/virtio-backend
+snapshot() {
+	date
+	ss -uamn "( sport = :$pa or sport = :$pb )"
+	for g in a b; do
+		echo "== guest $g"
+		python3 "$OXE_ROOT/scripts/qmon.py" "$out/$g.mon" "info virtio-status $nic" \
+			"vring $nic 0" "vring $nic 1" || true
+	done
+}
+watch_stall() {
+	while kill -0 "$@" 2>/dev/null; do
+		if grep -qs 'NETDEV WATCHDOG' "$out"/[ab]/console.log; then
+			{ snapshot; sleep 10; snapshot; } >"$out/stall.txt" 2>&1
+			return
+		fi
+		sleep 2
+	done
+}
 # One vCPU each: two guests share the host's two cores.
-OXE_SMP=1 OXE_NETDEV=$(link $pa $pb) OXE_MAC=52:54:00:12:34:01 OXE_IP=10.77.0.1 \
-	"$OXE_ROOT/qemu/run-vm.sh" $(flag "$da") -k "$kdir" -o "$out/a" -t 1500 -- env OXE_PAIR_ONLY="${OXE_PAIR_ONLY:-}" tests/guest-pair.sh "$da" 10.77.0.2 &
+OXE_MONITOR=$out/a.mon OXE_SMP=1 OXE_NETDEV=$(link $pa $pb) OXE_MAC=52:54:00:12:34:01 OXE_IP=10.77.0.1 \
+	"$OXE_ROOT/qemu/run-vm.sh" $(flag "$da") -k "$kdir" -o "$out/a" -t 1500 -- env OXE_PAIR_ONLY="${OXE_PAIR_ONLY:-}" OXE_PAIR_BENCH="${OXE_PAIR_BENCH:-}" tests/guest-pair.sh "$da" 10.77.0.2 &
 a=$!
-OXE_SMP=1 OXE_NETDEV=$(link $pb $pa) OXE_MAC=52:54:00:12:34:02 OXE_IP=10.77.0.2 \
-	"$OXE_ROOT/qemu/run-vm.sh" $(flag "$db") -k "$kdir" -o "$out/b" -t 1500 -- env OXE_PAIR_ONLY="${OXE_PAIR_ONLY:-}" tests/guest-pair.sh "$db" 10.77.0.1 &
+OXE_MONITOR=$out/b.mon OXE_SMP=1 OXE_NETDEV=$(link $pb $pa) OXE_MAC=52:54:00:12:34:02 OXE_IP=10.77.0.2 \
+	"$OXE_ROOT/qemu/run-vm.sh" $(flag "$db") -k "$kdir" -o "$out/b" -t 1500 -- env OXE_PAIR_ONLY="${OXE_PAIR_ONLY:-}" OXE_PAIR_BENCH="${OXE_PAIR_BENCH:-}" tests/guest-pair.sh "$db" 10.77.0.1 &
 b=$!
+watch_stall $a $b &
+w=$!
 rc=0
 wait $a || rc=1
 wait $b || rc=1
+wait $w || true
 for g in a b; do
 	c=$out/$g/console.log
 	grep -E '^(ok|not ok) [0-9]+ ' "$c" | sed "s/^/$g: /" || true
@@ -36,5 +66,9 @@ for g in a b; do
 		rc=1
 	fi
 done
+if [[ -s $out/stall.txt ]]; then
+	echo "# a guest's link stalled; QEMU's queues and the host's sockets:"
+	sed 's/^/# /' "$out/stall.txt"
+fi
 echo "# guests' output in $out"
 exit $rc

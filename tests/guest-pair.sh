@@ -37,7 +37,30 @@ $A ibv_rc_pingpong -s 65536 -n 200 -c
 $B ibv_rc_pingpong -s 65536 -n 200 -c
 $A ibv_rc_pingpong -s 1 -n 500 -c
 $B ibv_rc_pingpong -s 4096 -n 200 -c @ipv6
-$A ibv_rc_pingpong -s 1048576 -n 100 -c"
+$A tests/bin/xfer_check -s 1048576 -n 100
+$B tests/bin/xfer_check -s 1000000 -n 20 @ipv6
+$A ib_write_bw -a -n 5
+$B ib_write_bw -a -n 5
+$B ib_read_bw -a -n 5
+$A ib_read_bw -a -n 5
+$A ib_send_bw -a -n 5
+$B ib_send_bw -a -n 5
+$B ib_write_lat -a -n 5
+$A ib_write_lat -a -n 5
+$A ib_read_lat -a -n 5
+$B ib_read_lat -a -n 5
+$B ib_send_lat -a -n 5
+$A ib_send_lat -a -n 5"
+# OXE_PAIR_BENCH=1 (make bench-perftest MODE=pair): the seven perftests with
+# their defaults, A serving and B measuring; B writes "pt TEST VALUE UNIT"
+# lines to $OXE_OUT/bench.txt.
+[ -n "${OXE_PAIR_BENCH:-}" ] && list="$A ib_write_bw
+$A ib_read_bw
+$A ib_send_bw
+$A ib_atomic_bw
+$A ib_write_lat
+$A ib_read_lat
+$A ib_send_lat"
 # OXE_PAIR_ONLY=REGEX: only the lines that match (both guests must agree).
 [ -n "${OXE_PAIR_ONLY:-}" ] && list=$(echo "$list" | grep -E "$OXE_PAIR_ONLY")
 ktap_print_header
@@ -45,7 +68,7 @@ ktap_set_plan "$(echo "$list" | wc -l)"
 n=0
 echo "$list" | while read -r srv tool args; do
 	n=$((n + 1))
-	case $tool in ibv_*) g="-g $gid" ;; *) g="-x $gid -F" ;; esac
+	case $tool in ibv_* | */xfer_check) g="-g $gid" ;; *) g="-x $gid -F" ;; esac
 	# @ipv6: over GID 0, the link-local IPv6 address of each end's eth0.
 	case $args in *@ipv6) args=${args%@ipv6}; g="-g 0"
 		wait_for 10 sh -c "grep -qs '^fe80:' $IBDIR/$dev/ports/1/gids/0" ;; esac
@@ -62,12 +85,29 @@ echo "$list" | while read -r srv tool args; do
 			sleep 1
 		done
 	fi
+	# ibv_rc_pingpong --chk only prints what it finds wrong.
+	grep -q "invalid data" /tmp/pair.out && rc=1
 	res=$(grep -A1 '#bytes' /tmp/pair.out | tail -1 | tr -s ' \t' ' ')
+	case $tool in */xfer_check) res=$(grep 'checked in' /tmp/pair.out) ;; esac
+	if [ $rc = 0 ] && [ -n "${OXE_PAIR_BENCH:-}" ] && [ $role = client ]; then
+		set -- $res
+		case $tool in
+		ib_atomic_bw) echo "pt $tool ${5:-0} Mpps" ;;
+		*_bw) echo "pt $tool ${4:-0} MB/s" ;;
+		*_lat) echo "pt $tool ${5:-0} us" ;;
+		esac >>"$OXE_OUT/bench.txt"
+	fi
 	if [ $rc = 0 ]; then
 		ktap_test_pass "$drv $role: $tool $args${res:+ ($res)}"
 	else
 		sed 's/^/# /' /tmp/pair.out | tail -40
 		rdma statistic show link $dev/1 | sed 's/^/# /'
+		# The link under the test: the NIC's counters and interrupts.
+		for f in tx_packets tx_dropped tx_errors rx_packets rx_dropped; do
+			echo "# eth0 $f $(cat /sys/class/net/eth0/statistics/$f)"
+		done
+		echo "# eth0 tx_timeout $(cat /sys/class/net/eth0/queues/tx-0/tx_timeout 2>/dev/null)"
+		grep virtio /proc/interrupts | sed 's/^/# /'
 		ktap_test_fail "$drv $role: $tool $args (exit $rc)"
 	fi
 done

@@ -97,6 +97,11 @@ pair() {
 	done
 	wait $srv
 	s=$?
+	# ibv_rc_pingpong --chk only prints what it finds wrong.
+	if grep -q "invalid data" /tmp/pair.cli /tmp/pair.srv; then
+		echo "# ibv_rc_pingpong --chk found wrong data"
+		[ $c = 0 ] && c=1
+	fi
 	[ $c = 0 ] && [ $s = 0 ] && return 0
 	echo "# client exit $c, server exit $s"
 	sed 's/^/# /' /tmp/pair.cli /tmp/pair.srv

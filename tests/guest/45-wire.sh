@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 ktap_print_header
-ktap_set_plan 21
+ktap_set_plan 23
 before=$(pins)
 
 # 1. One device, every packet through the wire path: the data-path cases
@@ -40,13 +40,17 @@ for t in "ib_write_bw -n 100" "ib_read_bw -n 100" "ib_send_bw -n 100" "ib_atomic
 	"ib_write_lat -n 200" "ib_read_lat -n 200" "ib_send_lat -n 200" "ib_write_bw -q 4 -n 50"; do
 	check "between namespaces: $t" pair $t -F
 done
-# ibv_rc_pingpong checks the data (--chk); its GID option is -g.
+# ibv_rc_pingpong --chk looks at the first byte of each page; xfer_check
+# (tests/xfer_check.c) at every byte, through WRITE, SEND and READ. Their
+# GID option is -g.
 gid_opt() { echo "-g $1"; }
 check "between namespaces: ibv_rc_pingpong --chk, 64 KiB x 100" pair ibv_rc_pingpong -s 65536 -n 100 -c
 check "between namespaces: ibv_rc_pingpong --chk, 1 B x 500" pair ibv_rc_pingpong -s 1 -n 500 -c
+check "between namespaces: xfer_check, every byte both ways, 64 KiB x 100" pair tests/bin/xfer_check -s 65536 -n 100
 # GID 0 is the veth's IPv6 link-local address: the same over IPv6.
 ga=0 gb=0
 check "between namespaces over IPv6 (link-local GIDs): ibv_rc_pingpong --chk" pair ibv_rc_pingpong -s 4096 -n 200 -c
+check "between namespaces over IPv6: xfer_check, 5000 B x 100" pair tests/bin/xfer_check -s 5000 -n 100
 
 # 3. Bad packets from A to B's device: dropped and counted, never taken.
 i0=$(rdma_stat oxeB icrc_err); d0=$(rdma_stat oxeB rcv_drops)

@@ -16,7 +16,7 @@ netem() {
 sum() { echo $(($(rdma_stat oxeA "$1") + $(rdma_stat oxeB "$1"))); }
 
 ktap_print_header
-ktap_set_plan 37
+ktap_set_plan 44
 before=$(pins)
 ns_pair_up
 
@@ -51,6 +51,7 @@ for spec in "loss 2%" "delay 1ms reorder 25% 50%" "duplicate 5%"; do
 	gid_opt() { echo "-g $1"; }
 	check "netem $spec: ibv_rc_pingpong --chk, 64 KiB x 300" pair ibv_rc_pingpong -s 65536 -n 300 -c
 	check "netem $spec: ibv_rc_pingpong --chk, 1 B x 1000" pair ibv_rc_pingpong -s 1 -n 1000 -c
+	check "netem $spec: xfer_check, every byte of WRITE, SEND and READ, 64 KiB x 200" pair tests/bin/xfer_check -s 65536 -n 200
 	gid_opt() { echo "-x $1"; }
 	# Many atomics and READs outstanding at once: a lost answer is asked
 	# for again, and the responder replays an atomic, never runs it twice.
@@ -104,6 +105,48 @@ check "netem loss 100%: the QP fails with RETRY_EXC_ERR (status 12)" \
 	sh -c "[ $c != 0 ] && [ $c != 124 ] && grep -q 'retry counter exceeded (12)' /tmp/pair.cli"
 check "netem loss 100%: not before its 8 tries of 67 ms ($ms ms)" [ "$ms" -ge 537 ]
 check "netem loss 100%: counted (retry_exceeded_err)" [ "$(sum retry_exceeded_err)" -gt "$x0" ]
+
+# The link changing under traffic: the netdev's MTU dropping below the QPs'
+# path MTU for a moment, then the link going down for 2 s. xfer_check's QPs
+# either recover (every byte right) or fail with an error completion; the
+# first of the two programs to end must have ended one of those ways, not by
+# a timeout or with wrong data. A new connection works afterwards.
+netem delay 0 || ktap_exit_fail_msg "tc qdisc ... netem delay 0 failed"
+gid_opt() { echo "-g $1"; }
+mtu_dip() {
+	ip -n A link set va mtu 1000 && ip -n B link set vb mtu 1000
+	sleep 0.3
+	ip -n A link set va mtu 1500 && ip -n B link set vb mtu 1500
+}
+link_bounce() { ip -n A link set va down; sleep 2; ip -n A link set va up; }
+started() { [ "$(rdma_stat oxeA sent_pkts)" -gt $((s0 + 300)) ]; }
+disturb() {
+	s0=$(rdma_stat oxeA sent_pkts)
+	ip netns exec B timeout 150 tests/bin/xfer_check -d oxeB -g "$gb" -s 65536 -n 2000 >/tmp/dist.srv 2>&1 &
+	dsrv=$!
+	ip netns exec A timeout 150 tests/bin/xfer_check -d oxeA -g "$ga" -s 65536 -n 2000 10.9.0.2 >/tmp/dist.cli 2>&1 &
+	dcli=$!
+	wait_for 60 started || echo "# traffic never started"
+	"$@"
+	# The first to end decides; the other may wait on a peer that is gone.
+	while kill -0 $dcli 2>/dev/null && kill -0 $dsrv 2>/dev/null; do sleep 0.2; done
+	first=cli; kill -0 $dcli 2>/dev/null && first=srv
+	sleep 2
+	kill $dcli $dsrv 2>/dev/null
+	wait $dcli; dc=$?
+	wait $dsrv; ds=$?
+	sed 's/^/# client: /' /tmp/dist.cli; sed 's/^/# server: /' /tmp/dist.srv
+	echo "# client exit $dc, server exit $ds, $first ended first"
+	[ $first = cli ] && fc=$dc || fc=$ds
+	! grep -q "wrong" /tmp/dist.cli /tmp/dist.srv &&
+		{ [ $fc = 0 ] || { [ $fc = 1 ] && grep -q "Failed status" /tmp/dist.$first; }; }
+}
+check "MTU 1500 -> 1000 -> 1500 under xfer_check: recovered with every byte right, or an error completion" disturb mtu_dip
+check "after the MTU change: xfer_check, every byte, 64 KiB x 50" pair tests/bin/xfer_check -s 65536 -n 50
+check "link down for 2 s under xfer_check: recovered with every byte right, or an error completion" disturb link_bounce
+wait_for 20 sh -c "cat $IBDIR/oxeA/ports/1/gids/* 2>/dev/null | grep -q ffff:0a09:0001"
+ga=$(gid_index oxeA ffff:0a09:0001)
+check "after the link came back: xfer_check, every byte, 64 KiB x 50" pair tests/bin/xfer_check -s 65536 -n 50
 check "no QP of the namespace pair is left" wait_for 10 sh -c "[ -z \"\$(rdma res show qp 2>/dev/null | grep -E 'oxe[AB]')\" ]"
 
 ip netns del A
