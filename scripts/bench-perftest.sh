@@ -10,8 +10,9 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 rounds=${ROUNDS:-2}
+mode=${1:-loopback}
 out=$(mktemp -d /tmp/oxe-bench.XXXXXX)
-if [[ ${1:-} == pair ]]; then
+if [[ $mode == pair ]]; then
 	"$OXE_ROOT/scripts/setup.sh"
 	for r in $(seq 1 "$rounds"); do
 		for drv in oxe rxe; do
@@ -21,56 +22,41 @@ if [[ ${1:-} == pair ]]; then
 			cp "$out/$drv-$r/b/bench.txt" "$out/$drv-$r.txt" 2>/dev/null || : >"$out/$drv-$r.txt"
 		done
 	done
-	python3 - "$out" "$rounds" <<'PY'
-import sys
-out, rounds = sys.argv[1], int(sys.argv[2])
-best, unit = {}, {}
-for drv in ("oxe", "rxe"):
-    for r in range(1, rounds + 1):
-        for line in open(f"{out}/{drv}-{r}.txt"):
-            f = line.split()
-            if len(f) < 4 or f[0] != "pt" or float(f[2]) <= 0:
-                continue
-            v, low = float(f[2]), f[3] == "us"
-            unit[f[1]] = f[3]
-            cur = best.get((f[1], drv))
-            best[(f[1], drv)] = v if cur is None else (min(cur, v) if low else max(cur, v))
-print(f"perftest defaults between two guests (TCG, one vCPU each, QEMU dgram link on 127.0.0.1),")
-print(f"best of {rounds} alternating runs: oxe<->oxe against rxe<->rxe")
-print(f"{'test':14} {'oxe':>10} {'rxe':>10} {'unit':>5} {'oxe/rxe':>8}")
-for t in ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw", "ib_write_lat", "ib_read_lat", "ib_send_lat"):
-    o, x = best.get((t, "oxe")), best.get((t, "rxe"))
-    ratio = f"{o / x:.2f}" if o and x else "-"
-    print(f"{t:14} {o or 0:10.3f} {x or 0:10.3f} {unit.get(t, ''):>5} {ratio:>8}")
-PY
-	echo "raw results in $out"
-	exit 0
+else
+	bench_boots "$out" "$rounds" --wire tests/perftest_bench.sh
 fi
-bench_boots "$out" "$rounds" --wire tests/perftest_bench.sh
-python3 - "$out" "$rounds" <<'PY'
+python3 - "$out" "$rounds" "$mode" <<'PY'
 import sys
-out, rounds = sys.argv[1], int(sys.argv[2])
+out, rounds, mode = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 best, unit = {}, {}
 for flavour in ("oxe", "rxe"):
     for r in range(1, rounds + 1):
         for line in open(f"{out}/{flavour}-{r}.txt"):
             f = line.split()
-            if len(f) < 4 or f[0] not in ("pt", "pw"):
+            if len(f) < 4 or f[0] not in ("pt", "pw") or float(f[2]) <= 0:
                 continue
             v, lower_is_better = float(f[2]), f[3] == "us"
             unit[f[1]] = f[3]
             k = (f[1], "wire" if f[0] == "pw" else flavour)
-            if v > 0:
-                cur = best.get(k)
-                best[k] = v if cur is None else (min(cur, v) if lower_is_better else max(cur, v))
-print(f"perftest defaults, loopback on one device, best of {rounds} alternating boots (TCG guest)")
-print("oxe: packets handed over between QPs; oxe wire: wire_loopback=1, every packet")
-print("through the RoCEv2 path (headers, ICRC, skb), like-for-like with rxe's loopback")
-print(f"{'test':14} {'oxe':>10} {'oxe wire':>10} {'rxe':>10} {'unit':>5} {'oxe/rxe':>8} {'wire/rxe':>8}")
+            cur = best.get(k)
+            best[k] = v if cur is None else (min(cur, v) if lower_is_better else max(cur, v))
+cols = ["oxe", "rxe"]
+if mode == "pair":
+    print("perftest defaults between two guests (TCG, one vCPU each, QEMU dgram link on 127.0.0.1),")
+    print(f"best of {rounds} alternating runs: oxe<->oxe against rxe<->rxe")
+else:
+    cols = ["oxe", "wire", "rxe"]
+    print(f"perftest defaults, loopback on one device, best of {rounds} alternating boots (TCG guest)")
+    print("oxe: packets handed over between QPs; oxe wire: wire_loopback=1, every packet")
+    print("through the RoCEv2 path (headers, ICRC, skb), like-for-like with rxe's loopback")
+names = {"oxe": "oxe", "wire": "oxe wire", "rxe": "rxe"}
+ratios = [c for c in cols if c != "rxe"]
+print(f"{'test':14} " + " ".join(f"{names[c]:>10}" for c in cols) + f" {'unit':>5} "
+      + " ".join(f"{c + '/rxe':>8}" for c in ratios))
 for t in ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw", "ib_write_lat", "ib_read_lat", "ib_send_lat"):
-    o, w, x = best.get((t, "oxe")), best.get((t, "wire")), best.get((t, "rxe"))
-    ratio = f"{o / x:.2f}" if o and x else "-"
-    wratio = f"{w / x:.2f}" if w and x else "-"
-    print(f"{t:14} {o or 0:10.3f} {w or 0:10.3f} {x or 0:10.3f} {unit.get(t, ''):>5} {ratio:>8} {wratio:>8}")
+    v = {c: best.get((t, c)) for c in cols}
+    x = v["rxe"]
+    print(f"{t:14} " + " ".join(f"{v[c] or 0:10.3f}" for c in cols) + f" {unit.get(t, ''):>5} "
+          + " ".join(f"{v[c] / x:8.2f}" if v[c] and x else f"{'-':>8}" for c in ratios))
 PY
 echo "raw results in $out"
