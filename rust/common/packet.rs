@@ -281,7 +281,7 @@ pub const fn read_request_len(index: u32, count: u32) -> u32 {
 /// True when response `done` (counted from 1) was the last one a READ
 /// request of `read_request_len` asked for: that request is answered.
 pub const fn read_request_answered(done: u32, count: u32) -> bool {
-    done % READ_CHUNK == 0 || done >= count
+    done.is_multiple_of(READ_CHUNK) || done >= count
 }
 
 #[cfg(test)]
