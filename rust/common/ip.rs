@@ -310,6 +310,62 @@ mod tests {
         assert_eq!(wire::decode(ib), Err(DecodeError::BadOpcode));
     }
 
+    /// rdma_rxe over IPv6, link-local GIDs, captured on a veth in a guest
+    /// (AF_PACKET, stop 19): a SEND of 64 bytes of 0x7b from QP 0x11 to QP
+    /// 0x11 and its ACK, from the IPv6 header on.
+    const RXE_V6_SEND: &str = "6000000000581140fe80000000000000a4201afffed39298fe80000000000000\
+        f07b70fffef83cfcc12112b7005800000400ffff00000011801b99587b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b\
+        7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b7b\
+        7b7b7b7bedf770d7";
+    const RXE_V6_ACK: &str = "60000000001c1140fe80000000000000f07b70fffef83cfcfe8000000000\
+        0000a4201afffed39298c12112b7001c00001100ffff00000011001b99581f00000168886450";
+
+    fn unhex(s: &str) -> Vec<u8> {
+        (0..s.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn icrc_of_rxe_ipv6_packets() {
+        let send = unhex(RXE_V6_SEND);
+        let ib = check_icrc(&send).unwrap();
+        let f = parse(&send).unwrap();
+        assert!(matches!(f.ip, Ip::V6(_)));
+        assert_eq!((f.icrc(), f.len), (0xd770_f7ed, send.len()));
+        let d = wire::decode(ib).unwrap();
+        let mut h = Hdr::new(op::SEND_ONLY, 0x1b_9958, 0x11);
+        h.ack_req = true;
+        assert_eq!(d.hdr, h);
+        assert_eq!(
+            &ib[d.payload_off..d.payload_off + d.payload_len],
+            &[0x7b; 64][..]
+        );
+
+        // rxe's source port from the two QPNs (no flow label in the AH).
+        assert_eq!(f.udp[..2], udp_sport(0, 0x11, 0x11).to_be_bytes());
+
+        let ack = unhex(RXE_V6_ACK);
+        let ib = check_icrc(&ack).unwrap();
+        let d = wire::decode(ib).unwrap();
+        assert_eq!(
+            (d.hdr.opcode, d.hdr.psn, d.hdr.msn),
+            (op::ACKNOWLEDGE, 0x1b_9958, 1)
+        );
+
+        // Every byte but the variant ones (traffic class, flow label, hop
+        // limit, UDP checksum, the BTH's FECN/BECN byte) counts.
+        for i in 0..send.len() {
+            if matches!(i, 0..=3 | 7 | 46 | 47 | 52) {
+                continue;
+            }
+            let mut c = send.clone();
+            c[i] ^= 0x10;
+            assert!(check_icrc(&c).is_err(), "byte {i}");
+        }
+    }
+
     #[test]
     fn icrc_ignores_variant_fields_only() {
         let mut b = rxe_frame();
