@@ -51,7 +51,8 @@ bzimage="$kdir/arch/x86/boot/bzImage"
 # hubport: the NIC has carrier but nothing at all on the other side. Two
 # guests share a private link instead (scripts/two-guests.sh): OXE_NETDEV is
 # then a dgram netdev between two UDP ports of 127.0.0.1, with OXE_MAC and
-# OXE_IP the guest's own addresses.
+# OXE_IP the guest's own addresses. OXE_NIC_OPTS adds virtio-net-pci
+# properties (e.g. event_idx=off, to study the two-guest TX stall).
 qemu_args=(
 	-machine "$machine" -accel tcg,thread=multi -cpu "${OXE_CPU:-max}" -smp "${OXE_SMP:-2}" -m "$mem"
 	-display none -no-reboot
@@ -62,7 +63,7 @@ qemu_args=(
 	-fsdev "local,id=out,path=$out,security_model=none"
 	-device virtio-9p-pci,fsdev=out,mount_tag=oxeout
 	-netdev "${OXE_NETDEV:-hubport,hubid=0},id=n0"
-	-device "virtio-net-pci,id=nic0,netdev=n0,mac=${OXE_MAC:-52:54:00:12:34:56}"
+	-device "virtio-net-pci,id=nic0,netdev=n0,mac=${OXE_MAC:-52:54:00:12:34:56}${OXE_NIC_OPTS:+,$OXE_NIC_OPTS}"
 	-append "console=ttyS0 root=/dev/root rootfstype=9p rootflags=trans=virtio,version=9p2000.L,msize=${OXE_MSIZE:-512000},cache=loose ro panic=-1 tsc=reliable kunit.enable=1 kunit.autorun=1 init=$OXE_ROOT/qemu/guest-init.sh OXE_ROOT=$OXE_ROOT OXE_KDIR=$kdir OXE_FLAVOUR=$flavour OXE_IP=${OXE_IP:-10.77.0.1} $extra_append"
 )
 
