@@ -117,7 +117,7 @@ fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCache) 
                 ),
                 _ => false,
             };
-            sq.rd_requests = sq.rd_requests.saturating_sub(1);
+            sq.rd_answered();
             advance_una(sq, packet::psn_add(h.psn, 1));
             if ok {
                 retire(qp, sq, b::ib_wc_status_IB_WC_SUCCESS);
@@ -239,10 +239,11 @@ fn read_response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCa
         return;
     }
     p.done += 1;
-    if packet::read_request_answered(p.done, p.npkts) {
-        sq.rd_requests = sq.rd_requests.saturating_sub(1);
-    }
+    let answered = packet::read_request_answered(p.done, p.npkts);
     let finished = p.done >= p.npkts;
+    if answered {
+        sq.rd_answered();
+    }
     advance_una(sq, packet::psn_add(h.psn, 1));
     if finished {
         retire(qp, sq, b::ib_wc_status_IB_WC_SUCCESS);
@@ -252,7 +253,7 @@ fn read_response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCa
 /// Completes the head WQE: its slot goes back to the user first, then the
 /// CQE is posted if the WQE asked for one (errors always do).
 fn retire(qp: &Arc<Qp>, sq: &mut SendSide, status: u32) {
-    let Some(p) = sq.pop_inflight() else {
+    let Some(p) = sq.inflight.pop() else {
         return;
     };
     sq.next = sq.next.saturating_sub(1);
@@ -262,7 +263,7 @@ fn retire(qp: &Arc<Qp>, sq: &mut SendSide, status: u32) {
 /// Completes the head WQE in error; the QP goes to ERR, and the send task
 /// flushes the rest.
 fn fail(qp: &Arc<Qp>, sq: &mut SendSide, status: u32) {
-    let Some(p) = sq.pop_inflight() else {
+    let Some(p) = sq.inflight.pop() else {
         return;
     };
     sq.next = sq.next.saturating_sub(1);

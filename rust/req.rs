@@ -301,7 +301,7 @@ fn take(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) -> Take {
         mtu,
         total,
     };
-    if !sq.push_inflight(p) {
+    if sq.inflight.push(p).is_err() {
         // Cannot happen: `inflight` has room for the window's WQEs, and each
         // takes at least one PSN of it, except a failed one, which ends
         // taking until it completes.

@@ -114,14 +114,10 @@ pub(crate) struct SendSide {
 }
 
 impl SendSide {
-    /// Puts a WQE in flight, behind the others; false if there is no room.
-    pub(crate) fn push_inflight(&mut self, p: flight::Pending) -> bool {
-        self.inflight.push(p).is_ok()
-    }
-
-    /// Takes the oldest WQE in flight off.
-    pub(crate) fn pop_inflight(&mut self) -> Option<flight::Pending> {
-        self.inflight.pop()
+    /// A READ request or an atomic was answered: its responder resource is
+    /// free again.
+    pub(crate) fn rd_answered(&mut self) {
+        self.rd_requests = self.rd_requests.saturating_sub(1);
     }
 
     pub(crate) fn clear_inflight(&mut self) {
@@ -398,7 +394,7 @@ impl Qp {
         sq.rnr_wait = false;
         for _ in 0..sq.queue.capacity() {
             // Our copy of a WQE in flight; the ring's for the others.
-            let w = match sq.pop_inflight() {
+            let w = match sq.inflight.pop() {
                 Some(p) => p.w,
                 None => {
                     if !sq.queue.peek_into(&mut sq.wqe) {
