@@ -90,12 +90,7 @@ echo "$list" | while read -r srv tool args; do
 	res=$(grep -A1 '#bytes' /tmp/pair.out | tail -1 | tr -s ' \t' ' ')
 	case $tool in */xfer_check) res=$(grep 'checked in' /tmp/pair.out) ;; esac
 	if [ $rc = 0 ] && [ -n "${OXE_PAIR_BENCH:-}" ] && [ $role = client ]; then
-		set -- $res
-		case $tool in
-		ib_atomic_bw) echo "pt $tool ${5:-0} Mpps" ;;
-		*_bw) echo "pt $tool ${4:-0} MB/s" ;;
-		*_lat) echo "pt $tool ${5:-0} us" ;;
-		esac >>"$OXE_OUT/bench.txt"
+		pt_line $tool $res >>"$OXE_OUT/bench.txt"
 	fi
 	if [ $rc = 0 ]; then
 		ktap_test_pass "$drv $role: $tool $args${res:+ ($res)}"

@@ -49,6 +49,21 @@ pins() { awk '/^nr_foll_pin_acquired/{a=$2} /^nr_foll_pin_released/{r=$2} END{pr
 # pins_back BEFORE: the system-wide pin count is back to BEFORE, within the noise.
 pins_back() { [ $(($(pins) - $1)) -lt $PIN_NOISE ]; }
 
+# pt_line TOOL RESULT...: a perftest result line as the benchmarks' "pt TOOL
+# VALUE UNIT" (bandwidth tests: average MB/s, atomics: Mpps, latency tests:
+# typical µs).
+pt_line() {
+	_t=$1
+	shift
+	# shellcheck disable=SC2048,SC2086
+	set -- $*
+	case $_t in
+	ib_atomic_bw) echo "pt $_t ${5:-0} Mpps" ;;
+	*_bw) echo "pt $_t ${4:-0} MB/s" ;;
+	*_lat) echo "pt $_t ${5:-0} us" ;;
+	esac
+}
+
 # rdma_stat DEV NAME: a counter of `rdma statistic show link DEV/1`.
 rdma_stat() { rdma statistic show link "$1/1" | tr ' ' '\n' | awk -v n="$2" 'f{print; exit} $0==n{f=1}'; }
 

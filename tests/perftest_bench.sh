@@ -2,6 +2,7 @@
 # Runs the seven perftests on $OXE_DEV (client and server in this guest) and
 # prints one line each: "pt <test> <value> <unit>" (bandwidth tests: average
 # MB/s, atomics: Mpps, latency tests: typical µs).
+. "$(dirname "$0")/lib.sh"
 dev=${OXE_DEV:-oxe0}
 port=19000
 for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat; do
@@ -12,10 +13,5 @@ for t in ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat
 	while ! ss -ltn | grep -q ":$port " && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
 	line=$($t -d "$dev" -p $port 10.77.0.1 2>/dev/null | grep -E '^ +[0-9]+ +[0-9]+ ' | tail -1)
 	wait $srv
-	set -- $line
-	case $t in
-	ib_atomic_bw) echo "pt $t ${5:-0} Mpps" ;;
-	*_bw) echo "pt $t ${4:-0} MB/s" ;;
-	*_lat) echo "pt $t ${5:-0} us" ;;
-	esac
+	pt_line $t $line
 done
