@@ -18,9 +18,15 @@ for g in "$IBDIR/$dev"/ports/1/gids/*; do
 	case $(cat "$g") in *ffff:$(printf '%02x%02x:%02x%02x' $(echo "$me" | tr . ' '))) gid=$(basename "$g") ;; esac
 done
 
-# The list: SERVER TOOL ARGS (-x/-g and the device are added).
+# The list: SERVER TOOL ARGS (-x/-g and the device are added). SERVER "-":
+# both guests run TOOL ARGS at once (the link itself, no RDMA).
 A=10.77.0.1 B=10.77.0.2
-list="$A ib_write_bw -n 500
+# An address on the link that no NIC owns: the peer QEMU's MAC filter drops
+# its frames, so each guest's flood loads only its own TX queue.
+Z=10.77.0.9
+ip neigh replace $Z lladdr 52:54:00:00:00:09 dev eth0
+list="- tests/bin/udp_flood -t 60 $Z
+$A ib_write_bw -n 500
 $B ib_write_bw -n 500
 $A ib_read_bw -n 500
 $B ib_read_bw -n 500
@@ -72,7 +78,11 @@ echo "$list" | while read -r srv tool args; do
 	# @ipv6: over GID 0, the link-local IPv6 address of each end's eth0.
 	case $args in *@ipv6) args=${args%@ipv6}; g="-g 0"
 		wait_for 10 sh -c "grep -qs '^fe80:' $IBDIR/$dev/ports/1/gids/0" ;; esac
-	if [ "$srv" = "$me" ]; then
+	if [ "$srv" = - ]; then
+		role="link"
+		$tool $args >/tmp/pair.out 2>&1
+		rc=$?
+	elif [ "$srv" = "$me" ]; then
 		role="serves"
 		timeout 120 $tool $args -d $dev $g </dev/null >/tmp/pair.out 2>&1
 		rc=$?
@@ -88,7 +98,10 @@ echo "$list" | while read -r srv tool args; do
 	# ibv_rc_pingpong --chk only prints what it finds wrong.
 	grep -q "invalid data" /tmp/pair.out && rc=1
 	res=$(grep -A1 '#bytes' /tmp/pair.out | tail -1 | tr -s ' \t' ' ')
-	case $tool in */xfer_check) res=$(grep 'checked in' /tmp/pair.out) ;; esac
+	case $tool in
+	*/xfer_check) res=$(grep 'checked in' /tmp/pair.out) ;;
+	*/udp_flood) res=$(tail -1 /tmp/pair.out) ;;
+	esac
 	if [ $rc = 0 ] && [ -n "${OXE_PAIR_BENCH:-}" ] && [ $role = client ]; then
 		pt_line $tool $res >>"$OXE_OUT/bench.txt"
 	fi
