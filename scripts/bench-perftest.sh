@@ -6,7 +6,8 @@
 # bench-perftest.sh pair (make bench-perftest MODE=pair): the seven perftests
 # with their defaults between two guests on the private link of
 # scripts/two-guests.sh, oxe<->oxe against rxe<->rxe, alternating for ROUNDS
-# rounds; guest A serves, guest B measures.
+# rounds; guest A serves, guest B measures. Its first row is the link's
+# ceiling: UDP datagrams of a RoCE packet's size, A to B, no RDMA.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 rounds=${ROUNDS:-2}
@@ -53,7 +54,12 @@ names = {"oxe": "oxe", "wire": "oxe wire", "rxe": "rxe"}
 ratios = [c for c in cols if c != "rxe"]
 print(f"{'test':14} " + " ".join(f"{names[c]:>10}" for c in cols) + f" {'unit':>5} "
       + " ".join(f"{c + '/rxe':>8}" for c in ratios))
-for t in ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw", "ib_write_lat", "ib_read_lat", "ib_send_lat"):
+tests = ["ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw", "ib_write_lat", "ib_read_lat", "ib_send_lat"]
+if mode == "pair":
+    # The link itself: 1056-byte UDP datagrams (a 1024-byte RoCE payload's
+    # packet size), one way, no RDMA; the same in both columns but for noise.
+    tests.insert(0, "link_udp")
+for t in tests:
     v = {c: best.get((t, c)) for c in cols}
     x = v["rxe"]
     print(f"{t:14} " + " ".join(f"{v[c] or 0:10.3f}" for c in cols) + f" {unit.get(t, ''):>5} "

@@ -60,7 +60,11 @@ $A ib_send_lat -a -n 5"
 # OXE_PAIR_BENCH=1 (make bench-perftest MODE=pair): the seven perftests with
 # their defaults, A serving and B measuring; B writes "pt TEST VALUE UNIT"
 # lines to $OXE_OUT/bench.txt.
-[ -n "${OXE_PAIR_BENCH:-}" ] && list="$A ib_write_bw
+# The first line is the link's own ceiling: A sends B 1056-byte UDP datagrams
+# (a 1024-byte RoCE payload with its BTH, RETH and ICRC) as fast as it can,
+# B counts what arrives.
+[ -n "${OXE_PAIR_BENCH:-}" ] && list="- tests/bin/udp_flood -t 20 -w 0 -p 2 -s 1056 -f $A $B
+$A ib_write_bw
 $A ib_read_bw
 $A ib_send_bw
 $A ib_atomic_bw
@@ -102,8 +106,11 @@ echo "$list" | while read -r srv tool args; do
 	*/xfer_check) res=$(grep 'checked in' /tmp/pair.out) ;;
 	*/udp_flood) res=$(tail -1 /tmp/pair.out) ;;
 	esac
-	if [ $rc = 0 ] && [ -n "${OXE_PAIR_BENCH:-}" ] && [ $role = client ]; then
-		pt_line $tool $res >>"$OXE_OUT/bench.txt"
+	if [ $rc = 0 ] && [ -n "${OXE_PAIR_BENCH:-}" ]; then
+		case $role in
+		client) pt_line $tool $res >>"$OXE_OUT/bench.txt" ;;
+		link) grep '^link:' /tmp/pair.out | awk '{print "pt link_udp", $2, "MB/s"}' >>"$OXE_OUT/bench.txt" ;;
+		esac
 	fi
 	if [ $rc = 0 ]; then
 		ktap_test_pass "$drv $role: $tool $args${res:+ ($res)}"

@@ -12,7 +12,14 @@
  * seconds, 0 after SECONDS with the queue moving throughout, 2 on a setup
  * error.
  *
- * Usage: udp_flood [-i IFACE] [-t SECONDS] [-p PROCS] [-s SIZE] [-w SPIN] PEER
+ * With -f FROM it measures the link one way instead (the ceiling under the
+ * two-guest benchmark): the guest that owns FROM sends from it to PEER for
+ * SECONDS + 10 s; the other one waits for the traffic to arrive, counts
+ * IFACE's received packets over SECONDS and prints the UDP payload rate
+ * ("link: N MB/s ..."). Exits 1 when nothing arrives within 60 s.
+ *
+ * Usage: udp_flood [-i IFACE] [-t SECONDS] [-p PROCS] [-s SIZE] [-w SPIN]
+ *                  [-f FROM] PEER
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -28,13 +35,13 @@
 #define STALL_S 5
 #define MAX_PROCS 16
 
-static long tx_packets(const char *ifname)
+static long counter(const char *ifname, const char *name)
 {
 	char path[128];
 	long n = -1;
 	FILE *f;
 
-	snprintf(path, sizeof(path), "/sys/class/net/%s/statistics/tx_packets", ifname);
+	snprintf(path, sizeof(path), "/sys/class/net/%s/statistics/%s", ifname, name);
 	f = fopen(path, "r");
 	if (!f)
 		return -1;
@@ -42,6 +49,64 @@ static long tx_packets(const char *ifname)
 		n = -1;
 	fclose(f);
 	return n;
+}
+
+static long tx_packets(const char *ifname)
+{
+	return counter(ifname, "tx_packets");
+}
+
+static double now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* The receiving end of -f: the rate at which SIZE-byte datagrams arrive. */
+static int measure(const char *ifname, int secs, int size)
+{
+	long n0, n1;
+	double t0, t1;
+	int waited;
+
+	n0 = counter(ifname, "rx_packets");
+	for (waited = 0; waited < 600; waited++) {
+		usleep(100000);
+		n1 = counter(ifname, "rx_packets");
+		if (n1 < 0)
+			return 2;
+		if (n1 - n0 > 100)
+			break;
+		n0 = n1;
+	}
+	if (waited == 600) {
+		printf("%s: no traffic arrived in 60 s\n", ifname);
+		return 1;
+	}
+	sleep(1);
+	n0 = counter(ifname, "rx_packets");
+	t0 = now();
+	sleep(secs);
+	n1 = counter(ifname, "rx_packets");
+	t1 = now();
+	printf("link: %.2f MB/s, %.0f packets/s of %d bytes\n",
+	       (n1 - n0) * (double)size / (t1 - t0) / 1e6, (n1 - n0) / (t1 - t0), size);
+	return 0;
+}
+
+/* Whether ADDR is one of this host's addresses. */
+static int is_local(const struct sockaddr_in *addr)
+{
+	struct sockaddr_in a = *addr;
+	int s = socket(AF_INET, SOCK_DGRAM, 0), ok;
+
+	a.sin_port = 0;
+	ok = s >= 0 && bind(s, (struct sockaddr *)&a, sizeof(a)) == 0;
+	if (s >= 0)
+		close(s);
+	return ok;
 }
 
 static void sender(const struct sockaddr_in *peer, int size, int spin)
@@ -64,23 +129,32 @@ int main(int argc, char **argv)
 	const char *ifname = "eth0";
 	int secs = 60, procs = 3, size = 64, spin = 1000, opt, i, still = 0, rc = 0;
 	struct sockaddr_in peer = { .sin_family = AF_INET, .sin_port = htons(9) };
+	struct sockaddr_in from = { .sin_family = AF_INET };
+	const char *from_arg = NULL;
 	pid_t pids[MAX_PROCS];
 	long first, last, n;
 	time_t start;
 
-	while ((opt = getopt(argc, argv, "i:t:p:s:w:")) != -1) {
+	while ((opt = getopt(argc, argv, "i:t:p:s:w:f:")) != -1) {
 		switch (opt) {
 		case 'i': ifname = optarg; break;
 		case 't': secs = atoi(optarg); break;
 		case 'p': procs = atoi(optarg); break;
 		case 's': size = atoi(optarg); break;
 		case 'w': spin = atoi(optarg); break;
+		case 'f': from_arg = optarg; break;
 		default: goto usage;
 		}
 	}
 	if (optind != argc - 1 || procs < 1 || procs > MAX_PROCS || size < 1 ||
-	    size > 1472 || inet_pton(AF_INET, argv[optind], &peer.sin_addr) != 1)
+	    size > 1472 || inet_pton(AF_INET, argv[optind], &peer.sin_addr) != 1 ||
+	    (from_arg && inet_pton(AF_INET, from_arg, &from.sin_addr) != 1))
 		goto usage;
+	if (from_arg) {
+		if (!is_local(&from))
+			return measure(ifname, secs, size);
+		secs += 10;
+	}
 	first = last = tx_packets(ifname);
 	if (first < 0) {
 		fprintf(stderr, "no tx_packets for %s\n", ifname);
@@ -119,6 +193,6 @@ out:
 		waitpid(pids[i], NULL, 0);
 	return rc;
 usage:
-	fprintf(stderr, "usage: udp_flood [-i IFACE] [-t SECONDS] [-p PROCS] [-s SIZE] [-w SPIN] PEER\n");
+	fprintf(stderr, "usage: udp_flood [-i IFACE] [-t SECONDS] [-p PROCS] [-s SIZE] [-w SPIN] [-f FROM] PEER\n");
 	return 2;
 }
