@@ -73,6 +73,10 @@ $A ib_read_lat
 $A ib_send_lat"
 # OXE_PAIR_ONLY=REGEX: only the lines that match (both guests must agree).
 [ -n "${OXE_PAIR_ONLY:-}" ] && list=$(echo "$list" | grep -E "$OXE_PAIR_ONLY")
+# OXE_PAIR_PERF=1: each RDMA case under a system-wide perf profile, written
+# to $OXE_OUT/perf-N.txt (the symbols, then the same by command).
+perf=
+[ -n "${OXE_PAIR_PERF:-}" ] && perf="perf record -q -e cpu-clock -a -g -o /tmp/perf.data --"
 ktap_print_header
 ktap_set_plan "$(echo "$list" | wc -l)"
 n=0
@@ -88,12 +92,12 @@ echo "$list" | while read -r srv tool args; do
 		rc=$?
 	elif [ "$srv" = "$me" ]; then
 		role="serves"
-		timeout 120 $tool $args -d $dev $g </dev/null >/tmp/pair.out 2>&1
+		timeout 120 $perf $tool $args -d $dev $g </dev/null >/tmp/pair.out 2>&1
 		rc=$?
 	else
 		role="client"
 		for i in $(seq 120); do
-			timeout 120 $tool $args -d $dev $g "$srv" </dev/null >/tmp/pair.out 2>&1
+			timeout 120 $perf $tool $args -d $dev $g "$srv" </dev/null >/tmp/pair.out 2>&1
 			rc=$?
 			grep -q "Couldn't connect" /tmp/pair.out || break
 			sleep 1
@@ -111,6 +115,12 @@ echo "$list" | while read -r srv tool args; do
 		client) pt_line $tool $res >>"$OXE_OUT/bench.txt" ;;
 		link) grep '^link:' /tmp/pair.out | awk '{print "pt link_udp", $2, "MB/s"}' >>"$OXE_OUT/bench.txt" ;;
 		esac
+	fi
+	if [ -n "$perf" ] && [ -f /tmp/perf.data ]; then
+		{ perf report -i /tmp/perf.data --stdio --no-children --sort sym -g none
+		  perf report -i /tmp/perf.data --stdio --no-children --sort comm -g none
+		} 2>/dev/null | grep -E '^ +[0-9]' >"$OXE_OUT/perf-$n.txt"
+		rm -f /tmp/perf.data
 	fi
 	if [ $rc = 0 ]; then
 		ktap_test_pass "$drv $role: $tool $args${res:+ ($res)}"
