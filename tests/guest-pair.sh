@@ -25,7 +25,7 @@ A=10.77.0.1 B=10.77.0.2
 # its frames, so each guest's flood loads only its own TX queue.
 Z=10.77.0.9
 ip neigh replace $Z lladdr 52:54:00:00:00:09 dev eth0
-list="- tests/bin/udp_flood -t 60 $Z
+list="- tests/bin/udp_flood -t 40 $Z
 $A ib_write_bw -n 500
 $B ib_write_bw -n 500
 $A ib_read_bw -n 500
