@@ -252,19 +252,26 @@ impl Frag {
                         continue;
                     }
                     let k = (rlen - skip).min(n - done);
+                    // Only a piece of the same page can overlap (a WRITE
+                    // of a buffer onto itself): memmove for that one, memcpy
+                    // for the rest (x86's memmove is `rep movsb` on any CPU
+                    // with ERMS, its memcpy only with FSRM).
+                    let same = r.0.pfn == self.0.pfn;
                     // SAFETY: `r` holds a reference on its page, `skip + k`
                     // is within its piece; the destination lies inside a page
                     // the MR maps (see `MrRef::frags`), `done + k` within the
                     // fragment. Distinct kmap_local mappings, unmapped in
-                    // reverse order.
+                    // reverse order; of distinct pages, they do not overlap.
                     unsafe {
                         with_page(r.0.pfn, |s| {
                             with_page(self.0.pfn, |d| {
-                                ptr::copy(
-                                    s.add(r.0.offset as usize + skip),
-                                    d.add(self.0.offset as usize + done),
-                                    k,
-                                )
+                                let s = s.add(r.0.offset as usize + skip);
+                                let d = d.add(self.0.offset as usize + done);
+                                if same {
+                                    ptr::copy(s, d, k)
+                                } else {
+                                    ptr::copy_nonoverlapping(s, d, k)
+                                }
                             })
                         })
                     };
@@ -288,7 +295,7 @@ impl Frag {
     /// Appends the fragment's bytes to `v`, whose spare capacity holds them
     /// (false otherwise, `v` unchanged): a packet's payload is filled straight
     /// from the MR, without zeroing it first.
-    pub(super) fn append_to(&self, v: &mut KVec<u8>) -> bool {
+    pub(super) fn append_to(&self, v: &mut KVVec<u8>) -> bool {
         let n = self.len();
         let Some(spare) = v.spare_capacity_mut().get_mut(..n) else {
             return false;
