@@ -39,7 +39,7 @@ pub(crate) fn drain(qp: &Arc<Qp>, sq: &mut SendSide, budget: &mut u32, cache: &m
         let Some(pkt) = qp.next_response() else {
             break;
         };
-        *budget -= 1;
+        *budget = budget.saturating_sub(crate::params::cost(pkt.payload.len()));
         if qp.attrs().state == STATE_ERR {
             continue;
         }

@@ -5,7 +5,8 @@
 //! scheduled.
 //!
 //! Loopback hands packets over between QPs of one device (rdma_rxe's
-//! loopback, without building the packet); the RoCEv2 wire (`udp`) is the
+//! loopback, without building the packet, and in packets of up to
+//! `HANDOVER_MTU` bytes rather than the path MTU); the RoCEv2 wire (`udp`) is the
 //! path to any other device, and, with the `wire_loopback` module parameter,
 //! also to this one.
 
@@ -22,7 +23,7 @@ pub(crate) fn xmit(qp: &Qp, attrs: &Attrs, pkt: Packet) {
     stats.inc(Counter::SentPkts);
     stats.add(Counter::SentBytes, pkt.wire_len() as u64);
     match &attrs.route {
-        Some(r) if !r.local || *crate::module_parameters::wire_loopback.value() != 0 => {
+        Some(r) if !attrs.handed_over() => {
             if let Err(e) = udp::send(qp, r, pkt) {
                 udp::count(stats, &e);
             }

@@ -4,6 +4,7 @@
 //! and its payload, owned. Once sent it belongs to the destination, whose
 //! tasks take it in their own time.
 
+use kernel::alloc::KVVec;
 use kernel::prelude::*;
 
 use crate::ib::skb::Skb;
@@ -43,7 +44,7 @@ pub(crate) enum Gather {
 /// A packet's payload: its bytes, or references on the sender's pages
 /// (loopback from user MRs, placed with one copy; see `PageRef`).
 pub(crate) enum Payload {
-    Bytes(KVec<u8>),
+    Bytes(KVVec<u8>),
     Pages {
         refs: KVec<PageRef>,
         len: usize,
@@ -59,7 +60,7 @@ pub(crate) enum Payload {
 
 impl Payload {
     pub(crate) const fn empty() -> Self {
-        Payload::Bytes(KVec::new())
+        Payload::Bytes(KVVec::new())
     }
 
     /// `[iova, iova + len)` of `m`, whose access the caller checked.
@@ -71,7 +72,7 @@ impl Payload {
                 return Ok(Payload::Pages { refs, len });
             }
         }
-        let mut v = KVec::with_capacity(len, GFP_KERNEL).map_err(|_| Gather::NoMem)?;
+        let mut v = KVVec::with_capacity(len, GFP_KERNEL).map_err(|_| Gather::NoMem)?;
         if m.append_to(iova, len as u64, &mut v) {
             Ok(Payload::Bytes(v))
         } else {

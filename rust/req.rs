@@ -17,19 +17,12 @@ use crate::comp;
 use crate::mr;
 use crate::net;
 use crate::packet::{self, op, AtomicEth, Hdr, Kind, Reth};
-use crate::params::{self, ACK_EVERY, MAX_UNACKED_PSNS};
+use crate::params::{self, cost, ACK_EVERY, BUDGET, MAX_UNACKED_PSNS};
 use crate::pkt::{Gather, Packet};
 use crate::qp::flight::{Op, Pending, Source};
 use crate::qp::{Attrs, Qp, SendSide, SEND, STATE_ERR, STATE_RTS, STATE_SQD};
 use crate::sgl::{MrCache, Sgl};
 use crate::wqe::{self, flags, wr, SendWqe};
-
-/// Packets (sent or received) and WQEs one run of the send task handles
-/// before it requeues itself (rdma_rxe's RXE_MAX_ITERATIONS). A run holds
-/// the SQ lock throughout, which modify_qp, query_qp and destroy_qp also
-/// take: without a budget a user who refills the SQ as fast as it drains
-/// keeps the lock and a worker for as long as it likes.
-pub(crate) const BUDGET: u32 = 64;
 
 impl WorkItem<SEND> for Qp {
     type Pointer = Arc<Qp>;
@@ -175,7 +168,7 @@ fn send_packets(
                     });
                 }
                 p.sent += 1;
-                *budget -= 1;
+                *budget = budget.saturating_sub(cost(n));
                 net::xmit(qp, attrs, Packet { hdr, payload });
             }
             if p.sent >= p.npkts {
@@ -280,7 +273,7 @@ fn take(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) -> Take {
         comp::complete_now(qp, sq, &w, status);
         return Take::Done;
     }
-    let mtu = attrs.path_mtu;
+    let mtu = attrs.packet_mtu();
     let op = match prepare(qp, sq, &w) {
         Ok(op) => op,
         Err(status) => Op::Failed(status),

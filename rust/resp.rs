@@ -21,10 +21,10 @@ use crate::mr::{self, MrRef};
 use crate::mtt::Request;
 use crate::net;
 use crate::packet::{self, op, Hdr, Nak, Syndrome};
+use crate::params::{cost, BUDGET};
 use crate::pkt::{Gather, Packet, Payload};
 use crate::qp::flight::{Progress, ReadServe};
 use crate::qp::{Attrs, Qp, RecvSide, RECV, STATE_RTR, STATE_RTS, STATE_SQD, STATE_SQE};
-use crate::req::BUDGET;
 use crate::sgl::{MrCache, Sgl};
 use crate::stats::Counter;
 use crate::wqe;
@@ -79,7 +79,7 @@ pub(crate) fn run(qp: &Arc<Qp>) {
         let Some(pkt) = qp.next_request() else {
             break;
         };
-        budget -= 1;
+        budget = budget.saturating_sub(cost(pkt.payload.len()));
         receive(qp, &mut rq, &pkt, &mut cache);
     }
     let more = rq.read.is_some() || !qp.inbox.lock().requests.is_empty();
@@ -220,7 +220,8 @@ fn start_read(
         len,
         access::REMOTE_READ,
     )?;
-    let count = packet::packets(len, attrs.path_mtu);
+    let mtu = attrs.packet_mtu();
+    let count = packet::packets(len, mtu);
     rq.read = Some(ReadServe {
         rkey: reth.rkey,
         va: reth.va,
@@ -228,7 +229,7 @@ fn start_read(
         psn,
         count,
         next: 0,
-        mtu: attrs.path_mtu,
+        mtu,
     });
     Ok(count)
 }
@@ -279,7 +280,7 @@ fn serve_read(qp: &Arc<Qp>, rq: &mut RecvSide, budget: &mut u32, cache: &mut MrC
             h.aeth = Some(Syndrome::Ack);
         }
         r.next += 1;
-        *budget -= 1;
+        *budget = budget.saturating_sub(cost(n));
         respond(qp, &attrs, h, payload);
     }
     if r.next >= r.count {

@@ -10,6 +10,7 @@
 //! exit would hang. References are held only for the length of a copy, as
 //! rxe looks its MRs up per packet.
 
+use kernel::alloc::KVVec;
 use kernel::prelude::*;
 
 use crate::access::PdId;
@@ -191,7 +192,7 @@ impl Sgl {
             }
         }
         // Kernel memory, or a check that failed (and fails again here).
-        let mut v = KVec::with_capacity(len, GFP_KERNEL).map_err(|_| Gather::NoMem)?;
+        let mut v = KVVec::with_capacity(len, GFP_KERNEL).map_err(|_| Gather::NoMem)?;
         if self.walk(keys, cache, off, len, |m, iova, r| {
             m.append_to(iova, r.len() as u64, &mut v)
         }) {

@@ -537,9 +537,10 @@ static int poll_wc_ms(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
  * dereg_mr of the target MR returns while the QP still exists. Before, the
  * reference stayed until the QP was destroyed: dereg_mr slept uninterruptibly,
  * and so did process exit, which destroys newer objects (the MR) first.
- * The message is left half done by a 3-packet WRITE with immediate that
- * meets an empty RQ at its last packet: RNR, and a sender with rnr_retry 0
- * gives up. dereg_mr runs in a child, so that a hang fails the test; the
+ * The message is left half done by a WRITE with immediate that meets an
+ * empty RQ at its last packet: RNR, and a sender with rnr_retry 0 gives up.
+ * 160 KiB is several packets both handed over (64 KiB) and on the wire
+ * (the path MTU, 46-wire-dp). dereg_mr runs in a child, so that a hang fails the test; the
  * parent then destroys the QP, which releases the child.
  */
 TEST_F_TIMEOUT(dp, error_mid_message_flushes_and_releases_mrs, 180)
@@ -551,8 +552,9 @@ TEST_F_TIMEOUT(dp, error_mid_message_flushes_and_releases_mrs, 180)
 	};
 	struct ibv_qp *sender = ibv_create_qp(self->a.pd, &qia);
 	char *dst = self->b.buf + 65536;
-	struct ibv_mr *target = ibv_reg_mr(self->b.pd, dst, 16384, ACC_ALL);
-	struct ibv_sge sge = { (uintptr_t)self->a.buf, 3000, self->a.mr->lkey };
+	const unsigned int len = 160 << 10;
+	struct ibv_mr *target = ibv_reg_mr(self->b.pd, dst, len + 4096, ACC_ALL);
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, len, self->a.mr->lkey };
 	struct ibv_send_wr wr = {
 		.wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
 		.send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(5),
@@ -566,15 +568,16 @@ TEST_F_TIMEOUT(dp, error_mid_message_flushes_and_releases_mrs, 180)
 	ASSERT_NE(NULL, target);
 	ASSERT_EQ(0, connect_rc(self->ctx, sender, self->b.qp->qp_num, ACC_ALL, 0));
 	ASSERT_EQ(0, reconnect_rc(self->ctx, self->b.qp, sender->qp_num, ACC_ALL, 7));
-	memset(self->a.buf, 'm', 3000);
+	memset(self->a.buf, 'm', len);
 	wr.wr.rdma.remote_addr = (uintptr_t)dst;
 	wr.wr.rdma.rkey = target->rkey;
 	ASSERT_EQ(0, ibv_post_send(sender, &wr, &bad));
 	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
 	ASSERT_EQ(IBV_WC_RNR_RETRY_EXC_ERR, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
-	/* Two of the three packets (MTU 1024) landed: B is mid-message. */
-	ASSERT_EQ('m', dst[2047]);
-	ASSERT_EQ(0, dst[2048]);
+	/* All but the last packet landed: B is mid-message. */
+	ASSERT_EQ('m', dst[0]);
+	ASSERT_EQ('m', dst[65535]);
+	ASSERT_EQ(0, dst[len - 1]);
 
 	for (int i = 0; i < 3; i++)
 		ASSERT_EQ(0, post_recv(self->b.qp, self->b.buf, 64, self->b.mr->lkey, 11 + i));

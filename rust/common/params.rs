@@ -49,6 +49,25 @@ pub const MAX_HDR_LENGTH: i32 = 80;
 /// completer's packet queue.
 pub const MAX_UNACKED_PSNS: u32 = 128;
 
+/// Packets (sent or received) and WQEs one run of a QP's send or receive
+/// task handles before it requeues itself (rdma_rxe's RXE_MAX_ITERATIONS).
+/// A run holds the SQ or RQ lock throughout, which modify_qp, query_qp and
+/// destroy_qp also take: without a budget a user who refills the SQ as fast
+/// as it drains keeps the lock and a worker for as long as it likes.
+pub const BUDGET: u32 = 64;
+
+/// A packet's share of a budget: one, and one more for each 4 KiB of its
+/// payload. A handed-over packet carries up to 64 KiB, so that a run moves
+/// about as much data as rxe's 64 packets of at most 4 KiB.
+pub const fn cost(payload: usize) -> u32 {
+    let pages = payload / 4096;
+    1 + if pages < BUDGET as usize {
+        pages as u32
+    } else {
+        BUDGET
+    }
+}
+
 /// A requester asks for an ACK at least every this many packets of a long
 /// message, so that its window keeps moving.
 pub const ACK_EVERY: u32 = 32;
@@ -136,6 +155,15 @@ pub const fn eui64_from_mac(mac: [u8; 6]) -> [u8; 8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_packet_costs_one_plus_its_pages_and_never_more_than_a_budget() {
+        assert_eq!(cost(0), 1);
+        assert_eq!(cost(4095), 1);
+        assert_eq!(cost(4096), 2);
+        assert_eq!(cost(65536), 17);
+        assert_eq!(cost(usize::MAX), BUDGET + 1);
+    }
 
     /// rxe's own functions, transcribed literally, as the oracle.
     fn rxe_mtu_int_to_enum(mtu: i32) -> u32 {

@@ -5,6 +5,7 @@
 //! table; the DMA MR of kernel PDs; fast registration (`fast`). The entry
 //! points, and the MR's handover to and from the core, are in `ffi/mr.rs`.
 
+use kernel::alloc::KVVec;
 use kernel::prelude::*;
 use kernel::sync::atomic::{ordering, Atomic};
 use kernel::sync::Completion;
@@ -216,7 +217,7 @@ impl MrRef {
 
     /// Appends `len` bytes of the MR at `iova` to `v`, which must have the
     /// room. The caller checked the access. On failure `v` may hold part.
-    pub(crate) fn append_to(&self, iova: u64, len: u64, v: &mut KVec<u8>) -> bool {
+    pub(crate) fn append_to(&self, iova: u64, len: u64, v: &mut KVVec<u8>) -> bool {
         self.frags(iova, len, |f| f.append_to(v))
     }
 

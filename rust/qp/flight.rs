@@ -4,6 +4,7 @@
 //! the SQ and not completed, a message being received, a READ being
 //! answered. Each holds the MRs it reads or writes, referenced.
 
+use kernel::alloc::KVVec;
 use kernel::prelude::*;
 
 use crate::bindings as b;
@@ -88,7 +89,7 @@ impl Source {
                     .checked_add(len)
                     .and_then(|end| v.get(off..end))
                     .ok_or(Gather::Access)?;
-                let mut out = KVec::with_capacity(len, GFP_KERNEL).map_err(|_| Gather::NoMem)?;
+                let mut out = KVVec::with_capacity(len, GFP_KERNEL).map_err(|_| Gather::NoMem)?;
                 out.extend_from_slice(src, GFP_KERNEL)
                     .map_err(|_| Gather::NoMem)?;
                 Ok(Payload::Bytes(out))
