@@ -233,7 +233,12 @@ pub(super) unsafe extern "C" fn post_send(
         return EINVAL.to_errno();
     }
     if wr.is_null() {
-        qp.schedule();
+        // A user's doorbell: the system call's process context runs the send
+        // task's first turn, as rxe does for user QPs, sparing a worker's
+        // wake-up per post; a budget's worth at most, the rest is left to the
+        // workqueue. Only this QP's requester and completer run here: what
+        // goes to the peer is queued for its own task.
+        crate::req::run(qp);
         return 0;
     }
     let res = qp.with_kernel_sq(|ksq| {
