@@ -429,8 +429,16 @@ int main(int argc, char **argv)
 		}
 	}
 	gettimeofday(&t1, NULL);
-	/* The client's last READ is done before the server tears down. */
-	if (client ? write(fd, "end", 4) != 4 : read(fd, done, 4) != 4) {
+	/*
+	 * Neither side destroys its QP while the other may still need it: the
+	 * client's last READ is answered before the server tears down ("end"),
+	 * and the server's last SEND is acknowledged before the client does
+	 * ("fin", once SENT(2) came). The client ACKs that SEND before its
+	 * receive completes, but a lost ACK is only recovered by the server's
+	 * retransmission, which a destroyed QP never answers: RETRY_EXC_ERR.
+	 */
+	if (client ? write(fd, "end", 4) != 4 || read(fd, done, 4) != 4
+		   : read(fd, done, 4) != 4 || write(fd, "fin", 4) != 4) {
 		fprintf(stderr, "the peer went away at the end\n");
 		return 1;
 	}

@@ -16,7 +16,7 @@ netem() {
 sum() { echo $(($(rdma_stat oxeA "$1") + $(rdma_stat oxeB "$1"))); }
 
 ktap_print_header
-ktap_set_plan 44
+ktap_set_plan 43
 before=$(pins)
 ns_pair_up
 
@@ -49,8 +49,17 @@ for spec in "loss 2%" "delay 1ms reorder 25% 50%" "duplicate 5%"; do
 	r0=$(($(sum completer_retry_err) + $(sum rcvd_seq_err)))
 	o0=$(sum out_of_seq_request); d0=$(sum duplicate_request)
 	gid_opt() { echo "-g $1"; }
-	check "netem $spec: ibv_rc_pingpong --chk, 64 KiB x 300" pair ibv_rc_pingpong -s 65536 -n 300 -c
-	check "netem $spec: ibv_rc_pingpong --chk, 1 B x 1000" pair ibv_rc_pingpong -s 1 -n 1000 -c
+	case $spec in
+	loss*)
+		# Not ibv_rc_pingpong: its client exits once the server's last SEND
+		# arrived, and if that SEND's ACK is lost the server's retransmits
+		# find no QP: RETRY_EXC_ERR at the server (right for RC; seen once in
+		# a run). xfer_check waits for both ends before it tears down.
+		check "netem $spec: xfer_check, 1 B x 1000" pair tests/bin/xfer_check -s 1 -n 1000 ;;
+	*)
+		check "netem $spec: ibv_rc_pingpong --chk, 64 KiB x 300" pair ibv_rc_pingpong -s 65536 -n 300 -c
+		check "netem $spec: ibv_rc_pingpong --chk, 1 B x 1000" pair ibv_rc_pingpong -s 1 -n 1000 -c ;;
+	esac
 	check "netem $spec: xfer_check, every byte of WRITE, SEND and READ, 64 KiB x 200" pair tests/bin/xfer_check -s 65536 -n 200
 	gid_opt() { echo "-x $1"; }
 	# Many atomics and READs outstanding at once: a lost answer is asked
