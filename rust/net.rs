@@ -6,9 +6,9 @@
 //!
 //! Loopback hands packets over between QPs of one device (rdma_rxe's
 //! loopback, without building the packet, and in packets of up to
-//! `HANDOVER_MTU` bytes rather than the path MTU); the RoCEv2 wire (`udp`) is the
-//! path to any other device, and, with the `wire_loopback` module parameter,
-//! also to this one.
+//! `HANDOVER_MTU` bytes rather than the path MTU); the RoCEv2 wire (`udp`)
+//! is the path to any other device, and, with the `wire_loopback` module
+//! parameter, also to this one.
 
 use crate::pkt::Packet;
 use crate::qp::{Attrs, Qp};

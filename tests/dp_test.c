@@ -540,8 +540,8 @@ static int poll_wc_ms(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
  * The message is left half done by a WRITE with immediate that meets an
  * empty RQ at its last packet: RNR, and a sender with rnr_retry 0 gives up.
  * 160 KiB is several packets both handed over (64 KiB) and on the wire
- * (the path MTU, 46-wire-dp). dereg_mr runs in a child, so that a hang fails the test; the
- * parent then destroys the QP, which releases the child.
+ * (the path MTU, 46-wire-dp). dereg_mr runs in a child, so that a hang
+ * fails the test; the parent then destroys the QP, which releases the child.
  */
 TEST_F_TIMEOUT(dp, error_mid_message_flushes_and_releases_mrs, 180)
 {
