@@ -40,7 +40,8 @@ pub(crate) fn drain(qp: &Arc<Qp>, sq: &mut SendSide, budget: &mut u32, cache: &m
             break;
         };
         *budget = budget.saturating_sub(crate::params::cost(pkt.payload.len()));
-        if qp.attrs().state == STATE_ERR {
+        // UC asks for no answer: anything that looks like one is not ours.
+        if qp.uc || qp.attrs().state == STATE_ERR {
             continue;
         }
         response(qp, sq, &pkt, cache);
@@ -169,7 +170,7 @@ fn advance_una(sq: &mut SendSide, una: u32) {
 
 /// Everything up to and including `psn` arrived: the SEND and WRITE WQEs it
 /// covers complete.
-fn ack_through(qp: &Arc<Qp>, sq: &mut SendSide, psn: u32) {
+pub(crate) fn ack_through(qp: &Arc<Qp>, sq: &mut SendSide, psn: u32) {
     // Only PSNs that were sent can be acknowledged (a stale or forged ACK
     // beyond them means nothing).
     let limit = sent_limit(sq);
@@ -366,7 +367,7 @@ pub(crate) fn rnr_timer(qp: &Arc<Qp>) {
 
 /// Arms the retransmit timer while packets are unacknowledged.
 pub(crate) fn arm_retry(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) {
-    if sq.timer_una.is_some() || sq.rnr_wait {
+    if qp.uc || sq.timer_una.is_some() || sq.rnr_wait {
         return;
     }
     let outstanding = sq.inflight.front().is_some_and(|p| p.sent > 0);

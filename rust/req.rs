@@ -88,7 +88,8 @@ fn send(
             }
         }
         // A new WQE: SQD takes none (it drains what is in flight).
-        if attrs.state != STATE_RTS || !in_window(sq, sq.psn) {
+        // UC has no window: nothing is acknowledged, a WQE completes once sent.
+        if attrs.state != STATE_RTS || (!qp.uc && !in_window(sq, sq.psn)) {
             return false;
         }
         match take(qp, sq, attrs) {
@@ -140,7 +141,7 @@ fn send_packets(
             while p.sent < p.npkts && *budget > 0 {
                 let i = p.sent;
                 let psn = packet::psn_add(p.first_psn, i);
-                if packet::psn_diff(psn, una) >= MAX_UNACKED_PSNS as i32 {
+                if !qp.uc && packet::psn_diff(psn, una) >= MAX_UNACKED_PSNS as i32 {
                     return Step::Blocked;
                 }
                 let off = u64::from(i) * u64::from(p.mtu);
@@ -155,9 +156,14 @@ fn send_packets(
                         return Step::Progress;
                     }
                 };
-                let mut hdr = Hdr::new(packet::opcode(*kind, i, p.npkts), psn, dest);
+                let mut opcode = packet::opcode(*kind, i, p.npkts);
+                if qp.uc {
+                    // `prepare` let only SENDs and WRITEs through.
+                    opcode = packet::uc_opcode(opcode).unwrap_or(opcode);
+                }
+                let mut hdr = Hdr::new(opcode, psn, dest);
                 let last = i + 1 == p.npkts;
-                hdr.ack_req = packet::ack_req(i, p.npkts, ACK_EVERY);
+                hdr.ack_req = !qp.uc && packet::ack_req(i, p.npkts, ACK_EVERY);
                 hdr.solicited = last && p.w.send_flags & flags::SOLICITED != 0;
                 hdr.ex = p.w.ex;
                 if i == 0 && matches!(kind, Kind::Write | Kind::WriteImm) {
@@ -173,6 +179,11 @@ fn send_packets(
             }
             if p.sent >= p.npkts {
                 sq.next += 1;
+                if qp.uc {
+                    // Sent is done: UC's completion, as rxe's.
+                    let last = p.last_psn();
+                    comp::ack_through(qp, sq, last);
+                }
             }
             Step::Progress
         }
@@ -307,6 +318,14 @@ fn take(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) -> Take {
 /// Validates a WQE and references what it reads or writes locally. On
 /// failure, the status it completes with.
 fn prepare(qp: &Qp, sq: &SendSide, w: &SendWqe) -> Result<Op, u32> {
+    // UC carries SENDs and WRITEs only (no READ, atomic or invalidate).
+    let uc_ok = matches!(
+        w.opcode,
+        wr::SEND | wr::SEND_WITH_IMM | wr::RDMA_WRITE | wr::RDMA_WRITE_WITH_IMM
+    );
+    if qp.uc && !uc_ok {
+        return Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
+    }
     let kind = match w.opcode {
         wr::SEND => Kind::Send,
         wr::SEND_WITH_IMM => Kind::SendImm,

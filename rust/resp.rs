@@ -76,11 +76,15 @@ pub(crate) fn run(qp: &Arc<Qp>) {
             serve_read(qp, &mut rq, &mut budget, &mut cache);
             continue;
         }
-        let Some(pkt) = qp.next_request() else {
+        let Some(mut pkt) = qp.next_request() else {
             break;
         };
         budget = budget.saturating_sub(cost(pkt.payload.len()));
-        receive(qp, &mut rq, &pkt, &mut cache);
+        if qp.uc {
+            receive_uc(qp, &mut rq, &mut pkt, &mut cache);
+        } else {
+            receive(qp, &mut rq, &pkt, &mut cache);
+        }
     }
     let more = rq.read.is_some() || !qp.inbox.lock().requests.is_empty();
     drop(rq);
@@ -107,6 +111,11 @@ fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache) {
     // packet may start a message on an ERR QP after the flush.
     let attrs = qp.attrs();
     if !matches!(attrs.state, STATE_RTR | STATE_RTS | STATE_SQD | STATE_SQE) {
+        return;
+    }
+    // A UC or UD opcode on an RC QP is not for it (IBA 9.6.1.3): dropped,
+    // the QP undisturbed.
+    if pkt.hdr.opcode >= op::UC_SEND_FIRST {
         return;
     }
     if attrs.state == STATE_RTR && !rq.established {
@@ -156,6 +165,51 @@ fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache) {
     // answer must not reach the peer before this ACK (the peer's send would
     // complete after the answer's receive). A full CQ is the receiver's
     // failure, after the data was placed and acknowledged.
+    if let Some((cqe, solicited)) = rq.completion.take() {
+        if qp.rcq().post(&cqe, solicited).is_err() {
+            qp.set_error(rq);
+        }
+    }
+}
+
+/// Takes one UC request packet: as `receive`, but nothing is acknowledged
+/// or NAKed. A gap, or a message the responder cannot take (no receive
+/// posted, no access, too long), drops the packets up to the next message's
+/// first, as IBA 9.7.5.1.7 and rdma_rxe do; a SEND cut short leaves its
+/// receive WQE for the next message.
+fn receive_uc(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &mut Packet, cache: &mut MrCache) {
+    let attrs = qp.attrs();
+    if !matches!(attrs.state, STATE_RTR | STATE_RTS | STATE_SQD | STATE_SQE) {
+        return;
+    }
+    // An RC opcode on a UC QP: not for us.
+    let Some(opcode) = packet::rc_of_uc(pkt.hdr.opcode) else {
+        return;
+    };
+    pkt.hdr.opcode = opcode;
+    if attrs.state == STATE_RTR && !rq.established {
+        rq.established = true;
+        qp.event(b::ib_event_type_IB_EVENT_COMM_EST);
+    }
+    // UC follows the sender's PSNs: a packet after a gap is expected next.
+    let psn = pkt.hdr.psn;
+    let gap = psn != rq.epsn;
+    if gap && !rq.drop_msg {
+        qp.stats.get().inc(Counter::OutOfSeqRequest);
+    }
+    rq.epsn = packet::psn_add(psn, 1);
+    if gap || rq.drop_msg {
+        rq.progress = None;
+        if !packet::starts_message(opcode) {
+            rq.drop_msg = true;
+            return;
+        }
+        rq.drop_msg = false;
+    }
+    if !matches!(request(qp, rq, &attrs, pkt, cache), Reply::Ack) {
+        rq.progress = None;
+        rq.drop_msg = true;
+    }
     if let Some((cqe, solicited)) = rq.completion.take() {
         if qp.rcq().post(&cqe, solicited).is_err() {
             qp.set_error(rq);
@@ -289,8 +343,12 @@ fn serve_read(qp: &Arc<Qp>, rq: &mut RecvSide, budget: &mut u32, cache: &mut MrC
 }
 
 /// A class C/D error (IBA 9.9.3): NAK, and the responder's QP goes to ERR.
+/// On UC only a local error (a malformed receive WQE) is fatal; the rest
+/// drop the message (`receive_uc`).
 fn fatal(qp: &Arc<Qp>, rq: &mut RecvSide, nak: Nak) -> Reply {
-    qp.set_error(rq);
+    if !qp.uc || nak == Nak::RemoteOperational {
+        qp.set_error(rq);
+    }
     Reply::Nak(nak)
 }
 
@@ -516,7 +574,11 @@ fn send_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache)
         _ => return fatal(qp, rq, Nak::InvalidRequest),
     };
     if !fits {
-        // The message does not fit the posted buffers.
+        // The message does not fit the posted buffers. UC drops it and
+        // keeps the receive (class D).
+        if qp.uc {
+            return Reply::Nak(Nak::InvalidRequest);
+        }
         let cqe = qp.cqe(
             wr_id,
             b::ib_wc_status_IB_WC_LOC_LEN_ERR,

@@ -7,8 +7,9 @@
 # Usage: two-guests.sh [DRIVER_A DRIVER_B]   (default: oxe rxe)
 # OXE_PAIR_ONLY=REGEX runs a part of the list, OXE_PAIR_BENCH=1 the
 # benchmark's list instead (scripts/bench-perftest.sh pair), OXE_PAIR_PERF=1
-# profiles each case (perf-N.txt in each guest's directory), OXE_PAIR_OUT
-# names the output directory.
+# profiles each case (perf-N.txt in each guest's directory), OXE_PAIR_ARGS
+# adds arguments to each case, OXE_PAIR_REPEAT=N runs each N times,
+# OXE_PAIR_OUT names the output directory.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 da=${1:-oxe} db=${2:-rxe}
@@ -54,10 +55,10 @@ watch_stall() {
 # guest-pair.sh (udp_flood) stalled within 13-64 s without it.
 smp=${OXE_PAIR_SMP:-1,maxcpus=2}
 OXE_MONITOR=$out/a.mon OXE_SMP=$smp OXE_NETDEV=$(link $pa $pb) OXE_MAC=52:54:00:12:34:01 OXE_IP=10.77.0.1 \
-	"$OXE_ROOT/qemu/run-vm.sh" $(flag "$da") -k "$kdir" -o "$out/a" -t 1500 -- env OXE_PAIR_ONLY="${OXE_PAIR_ONLY:-}" OXE_PAIR_BENCH="${OXE_PAIR_BENCH:-}" OXE_PAIR_PERF="${OXE_PAIR_PERF:-}" tests/guest-pair.sh "$da" 10.77.0.2 &
+	"$OXE_ROOT/qemu/run-vm.sh" $(flag "$da") -k "$kdir" -o "$out/a" -t 1500 -- env OXE_PAIR_ONLY="${OXE_PAIR_ONLY:-}" OXE_PAIR_BENCH="${OXE_PAIR_BENCH:-}" OXE_PAIR_PERF="${OXE_PAIR_PERF:-}" OXE_PAIR_ARGS="${OXE_PAIR_ARGS:-}" OXE_PAIR_REPEAT="${OXE_PAIR_REPEAT:-}" OXE_MODPARAMS="${OXE_MODPARAMS:-}" tests/guest-pair.sh "$da" 10.77.0.2 &
 a=$!
 OXE_MONITOR=$out/b.mon OXE_SMP=$smp OXE_NETDEV=$(link $pb $pa) OXE_MAC=52:54:00:12:34:02 OXE_IP=10.77.0.2 \
-	"$OXE_ROOT/qemu/run-vm.sh" $(flag "$db") -k "$kdir" -o "$out/b" -t 1500 -- env OXE_PAIR_ONLY="${OXE_PAIR_ONLY:-}" OXE_PAIR_BENCH="${OXE_PAIR_BENCH:-}" OXE_PAIR_PERF="${OXE_PAIR_PERF:-}" tests/guest-pair.sh "$db" 10.77.0.1 &
+	"$OXE_ROOT/qemu/run-vm.sh" $(flag "$db") -k "$kdir" -o "$out/b" -t 1500 -- env OXE_PAIR_ONLY="${OXE_PAIR_ONLY:-}" OXE_PAIR_BENCH="${OXE_PAIR_BENCH:-}" OXE_PAIR_PERF="${OXE_PAIR_PERF:-}" OXE_PAIR_ARGS="${OXE_PAIR_ARGS:-}" OXE_PAIR_REPEAT="${OXE_PAIR_REPEAT:-}" OXE_MODPARAMS="${OXE_MODPARAMS:-}" tests/guest-pair.sh "$db" 10.77.0.1 &
 b=$!
 watch_stall $a $b &
 w=$!

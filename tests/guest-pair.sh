@@ -71,6 +71,10 @@ $A ib_atomic_bw
 $A ib_write_lat
 $A ib_read_lat
 $A ib_send_lat"
+# OXE_PAIR_ARGS: more arguments for every line (e.g. "-n 20000").
+[ -n "${OXE_PAIR_ARGS:-}" ] && list=$(echo "$list" | sed "/^- /!s/\$/ $OXE_PAIR_ARGS/")
+# OXE_PAIR_REPEAT=N: each line N times in a row.
+[ -n "${OXE_PAIR_REPEAT:-}" ] && list=$(echo "$list" | awk -v n="$OXE_PAIR_REPEAT" '{for (i = 0; i < n; i++) print}')
 # OXE_PAIR_ONLY=REGEX: only the lines that match (both guests must agree).
 [ -n "${OXE_PAIR_ONLY:-}" ] && list=$(echo "$list" | grep -E "$OXE_PAIR_ONLY")
 # OXE_PAIR_PERF=1: each RDMA case under a system-wide perf profile, written
@@ -116,6 +120,10 @@ echo "$list" | while read -r srv tool args; do
 		link) grep '^link:' /tmp/pair.out | awk '{print "pt link_udp", $2, "MB/s"}' >>"$OXE_OUT/bench.txt" ;;
 		esac
 	fi
+	# In the benchmark, each case's counters (they are cumulative) go
+	# to stats-N.txt: retransmits, RNR NAKs, drops are where time goes too.
+	[ -n "${OXE_PAIR_BENCH:-}" ] && [ "$role" != link ] &&
+		rdma statistic show link $dev/1 >"$OXE_OUT/stats-$n.txt" 2>&1
 	if [ -n "$perf" ] && [ -f /tmp/perf.data ]; then
 		{ perf report -i /tmp/perf.data --stdio --no-children --sort sym -g none
 		  perf report -i /tmp/perf.data --stdio --no-children --sort comm -g none

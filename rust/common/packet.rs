@@ -245,6 +245,44 @@ impl Hdr {
     }
 }
 
+/// UC's opcode for RC SEND or WRITE opcode `rc` (IBA 9.2: the same
+/// packets, transport bits 001); `None` for the RC operations UC lacks
+/// (READ, atomics, SEND with invalidate, responses).
+pub const fn uc_opcode(rc: u8) -> Option<u8> {
+    if rc <= op::WRITE_ONLY_IMM {
+        Some(rc | op::UC_SEND_FIRST)
+    } else {
+        None
+    }
+}
+
+/// The RC opcode a UC packet stands for, which the responder handles as
+/// such; `None` for anything not a UC SEND or WRITE.
+pub const fn rc_of_uc(uc: u8) -> Option<u8> {
+    if uc >= op::UC_SEND_FIRST && uc <= op::UC_WRITE_ONLY_IMM {
+        Some(uc & !op::UC_SEND_FIRST)
+    } else {
+        None
+    }
+}
+
+/// Whether `opcode` (RC) begins a message: FIRST or ONLY.
+pub const fn starts_message(opcode: u8) -> bool {
+    matches!(
+        opcode,
+        op::SEND_FIRST
+            | op::SEND_ONLY
+            | op::SEND_ONLY_IMM
+            | op::SEND_ONLY_INV
+            | op::WRITE_FIRST
+            | op::WRITE_ONLY
+            | op::WRITE_ONLY_IMM
+            | op::READ_REQUEST
+            | op::COMPARE_SWAP
+            | op::FETCH_ADD
+    )
+}
+
 /// Whether packet `index` of `count` asks for an ACK: the last one, and one
 /// every `every` so that a long message keeps the window moving.
 pub const fn ack_req(index: u32, count: u32, every: u32) -> bool {
@@ -302,6 +340,34 @@ mod tests {
             for done in index + 1..=index + again {
                 proptest::prop_assert_eq!(read_request_answered(done, count), done == index + again);
             }
+        }
+    }
+
+    #[test]
+    fn uc_opcodes() {
+        let pairs = [
+            (op::SEND_FIRST, op::UC_SEND_FIRST),
+            (op::SEND_MIDDLE, op::UC_SEND_MIDDLE),
+            (op::SEND_LAST, op::UC_SEND_LAST),
+            (op::SEND_LAST_IMM, op::UC_SEND_LAST_IMM),
+            (op::SEND_ONLY, op::UC_SEND_ONLY),
+            (op::SEND_ONLY_IMM, op::UC_SEND_ONLY_IMM),
+            (op::WRITE_FIRST, op::UC_WRITE_FIRST),
+            (op::WRITE_MIDDLE, op::UC_WRITE_MIDDLE),
+            (op::WRITE_LAST, op::UC_WRITE_LAST),
+            (op::WRITE_LAST_IMM, op::UC_WRITE_LAST_IMM),
+            (op::WRITE_ONLY, op::UC_WRITE_ONLY),
+            (op::WRITE_ONLY_IMM, op::UC_WRITE_ONLY_IMM),
+        ];
+        for (rc, uc) in pairs {
+            assert_eq!(uc_opcode(rc), Some(uc));
+            assert_eq!(rc_of_uc(uc), Some(rc));
+        }
+        for o in 0..=255u8 {
+            let known = pairs.iter().any(|&(_, uc)| uc == o);
+            assert_eq!(rc_of_uc(o).is_some(), known, "{o:#x}");
+            let rc_known = pairs.iter().any(|&(rc, _)| rc == o);
+            assert_eq!(uc_opcode(o).is_some(), rc_known, "{o:#x}");
         }
     }
 

@@ -47,7 +47,12 @@ pub(super) unsafe extern "C" fn create_qp(
             Udata::from_raw(udata),
         )
     };
-    if a.qp_type != b::ib_qp_type_IB_QPT_RC || !a.srq.is_null() || a.create_flags != 0 {
+    let uc = match a.qp_type {
+        b::ib_qp_type_IB_QPT_RC => false,
+        b::ib_qp_type_IB_QPT_UC => true,
+        _ => return crate::eopnotsupp().to_errno(),
+    };
+    if !a.srq.is_null() || a.create_flags != 0 {
         return crate::eopnotsupp().to_errno();
     }
     if a.send_cq.is_null() || a.recv_cq.is_null() {
@@ -71,6 +76,7 @@ pub(super) unsafe extern "C" fn create_qp(
             rcq: CoreRef::new(OxeCq::from_ib(a.recv_cq)),
             cap: &mut a.cap,
             sq_sig_all: a.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR,
+            uc,
             handle: QpHandle::new(NonNull::new_unchecked(ib)),
         }
     };

@@ -42,10 +42,15 @@ impl QpHandle {
 }
 
 /// Whether the core's transition table allows `cur -> new` with `mask` for
-/// an RC QP.
-pub(crate) fn transition_ok(cur: u32, new: u32, mask: u32) -> bool {
+/// an RC QP, or a UC one.
+pub(crate) fn transition_ok(uc: bool, cur: u32, new: u32, mask: u32) -> bool {
+    let ty = if uc {
+        b::ib_qp_type_IB_QPT_UC
+    } else {
+        b::ib_qp_type_IB_QPT_RC
+    };
     // SAFETY: a pure function of its arguments.
-    unsafe { b::ib_modify_qp_is_ok(cur, new, b::ib_qp_type_IB_QPT_RC, mask) }
+    unsafe { b::ib_modify_qp_is_ok(cur, new, ty, mask) }
 }
 
 /// What the wire needs of a QP's address vector (modify_qp with IB_QP_AV).

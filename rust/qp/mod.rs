@@ -165,6 +165,9 @@ pub(crate) struct RecvSide {
     /// A NAK (sequence or RNR) went out for `epsn`: later packets are not
     /// NAKed again until the requester goes back to it.
     pub(crate) nak_sent: bool,
+    /// UC: packets are dropped until the next message begins (a gap, or a
+    /// message that could not be taken whole).
+    pub(crate) drop_msg: bool,
     /// The atomics executed within the last window, replayed when the
     /// requester sends one again.
     pub(crate) atomics: AtomicLog<KVec<Saved>>,
@@ -202,6 +205,10 @@ pub(crate) struct Qp {
     pub(crate) scq: CoreRef<OxeCq>,
     pub(crate) rcq: CoreRef<OxeCq>,
     pub(crate) sq_sig_all: bool,
+    /// Unreliable connected: SENDs and WRITEs only, never acknowledged; a
+    /// WQE completes once its last packet is sent, and the responder drops
+    /// a message it cannot take whole instead of NAKing it.
+    pub(crate) uc: bool,
     /// A user QP: its WQEs come from user memory, and may not use the
     /// kernel-only opcodes (REG_MR).
     pub(crate) user: bool,
@@ -460,6 +467,7 @@ impl Qp {
         rq.progress = None;
         rq.read = None;
         rq.nak_sent = false;
+        rq.drop_msg = false;
         rq.atomics.clear();
         rq.established = false;
         // Packets are dropped outside the IRQ-off lock: dropping one may

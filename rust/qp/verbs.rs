@@ -51,6 +51,8 @@ pub(crate) struct CreateArgs<'a> {
     /// Requested, and on success what the rings hold (as rxe reports it).
     pub(crate) cap: &'a mut b::ib_qp_cap,
     pub(crate) sq_sig_all: bool,
+    /// Unreliable connected rather than reliable.
+    pub(crate) uc: bool,
     pub(crate) handle: QpHandle,
 }
 
@@ -118,8 +120,14 @@ impl Qp {
         let max_send_sge = c.max_send_sge;
         let max_inline = c.max_inline_data;
         let max_recv_sge = c.max_recv_sge;
-        let (pd, scq, rcq, sq_sig_all, handle) =
-            (args.pd, args.scq, args.rcq, args.sq_sig_all, args.handle);
+        let (pd, scq, rcq, sq_sig_all, uc, handle) = (
+            args.pd,
+            args.scq,
+            args.rcq,
+            args.sq_sig_all,
+            args.uc,
+            args.handle,
+        );
         peers.get().insert(|qpn| {
             let attrs = Attrs {
                 state: STATE_RESET,
@@ -153,6 +161,7 @@ impl Qp {
                     scq,
                     rcq,
                     sq_sig_all,
+                    uc,
                     user,
                     max_send_sge,
                     max_inline,
@@ -179,6 +188,7 @@ impl Qp {
                         progress: None,
                         read: None,
                         nak_sent: false,
+                        drop_msg: false,
                         atomics,
                         established: false,
                         completion: None,
@@ -266,7 +276,7 @@ impl Qp {
         } else {
             cur_state
         };
-        if !ib::qp::transition_ok(cur_state, new_state, mask) {
+        if !ib::qp::transition_ok(self.uc, cur_state, new_state, mask) {
             return Err(EINVAL);
         }
         if mask & b::ib_qp_attr_mask_IB_QP_PORT != 0 && a.port_num != 1 {
@@ -396,7 +406,11 @@ impl Qp {
         i.cap.max_send_sge = a.cap.max_send_sge;
         i.cap.max_recv_sge = a.cap.max_recv_sge;
         i.cap.max_inline_data = a.cap.max_inline_data;
-        i.qp_type = b::ib_qp_type_IB_QPT_RC;
+        i.qp_type = if self.uc {
+            b::ib_qp_type_IB_QPT_UC
+        } else {
+            b::ib_qp_type_IB_QPT_RC
+        };
         i.sq_sig_type = if self.sq_sig_all {
             b::ib_sig_type_IB_SIGNAL_ALL_WR
         } else {
