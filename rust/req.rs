@@ -55,7 +55,7 @@ pub(crate) fn run(qp: &Arc<Qp>) {
         comp::settle(qp, &mut sq);
         comp::arm_retry(qp, &mut sq, &attrs);
     }
-    more |= !qp.inbox.lock().responses.is_empty();
+    more |= !qp.inbox.lock().responses.is_empty() || sq.peer_full;
     drop(sq);
     if more {
         qp.schedule();
@@ -76,6 +76,7 @@ fn send(
     budget: &mut u32,
     cache: &mut MrCache,
 ) -> bool {
+    sq.peer_full = false;
     while *budget > 0 {
         if sq.rnr_wait {
             return false;
@@ -85,6 +86,10 @@ fn send(
             match send_packets(qp, sq, attrs, budget, cache) {
                 Step::Progress => continue,
                 Step::Blocked => return false,
+                Step::PeerFull => {
+                    sq.peer_full = true;
+                    return false;
+                }
             }
         }
         // A new WQE: SQD takes none (it drains what is in flight).
@@ -106,6 +111,8 @@ fn send(
 enum Step {
     Progress,
     Blocked,
+    /// UC over loopback: the peer's queue is full (see `Qp::takes_requests`).
+    PeerFull,
 }
 
 /// Sends the next packets of the WQE at `sq.next`.
@@ -126,6 +133,13 @@ fn send_packets(
         return Step::Progress;
     }
     let dest = attrs.dest_qpn;
+    // UC has no window; on this device it waits for the peer instead of
+    // losing what the peer has no room for.
+    let peer = if qp.uc && attrs.handed_over() {
+        qp.peers.get().get(dest)
+    } else {
+        None
+    };
     // READ requests and atomics the peer has not answered take its responder
     // resources: no more than max_rd_atomic, as on a NIC (rxe waits too). 0
     // means the QP was never told: one at a time rather than none.
@@ -143,6 +157,9 @@ fn send_packets(
                 let psn = packet::psn_add(p.first_psn, i);
                 if !qp.uc && packet::psn_diff(psn, una) >= MAX_UNACKED_PSNS as i32 {
                     return Step::Blocked;
+                }
+                if peer.as_ref().is_some_and(|d| !d.takes_requests()) {
+                    return Step::PeerFull;
                 }
                 let off = u64::from(i) * u64::from(p.mtu);
                 let n = (p.total - off.min(p.total)).min(u64::from(p.mtu)) as usize;

@@ -1476,4 +1476,202 @@ TEST_F_TIMEOUT(rings, failed_creates_and_resizes_free_unmapped_rings, 300)
 	EXPECT_GT(self->base + RING_SLACK, after_resize);
 }
 
+/*
+ * UC: two QPs of one PD connected as unreliable connected. Nothing is
+ * acknowledged: a send completes once sent, and a message the responder
+ * cannot take whole is dropped there, the QP staying in RTS.
+ */
+static int connect_uc(struct ibv_context *ctx, struct ibv_qp *qp, uint32_t dest)
+{
+	int gi = gid_index(ctx);
+	union ibv_gid gid;
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
+		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
+	};
+
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			  IBV_QP_ACCESS_FLAGS))
+		return -1;
+	ibv_query_gid(ctx, 1, gi, &gid);
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTR;
+	a.path_mtu = IBV_MTU_1024;
+	a.dest_qp_num = dest;
+	a.rq_psn = 300;
+	a.ah_attr.is_global = 1;
+	a.ah_attr.grh.dgid = gid;
+	a.ah_attr.grh.sgid_index = gi;
+	a.ah_attr.grh.hop_limit = 64;
+	a.ah_attr.port_num = 1;
+	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+			  IBV_QP_RQ_PSN))
+		return -1;
+	memset(&a, 0, sizeof(a));
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 300;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
+}
+
+FIXTURE(uc) {
+	struct ibv_context *ctx;
+	struct side a, b;
+};
+
+FIXTURE_SETUP(uc)
+{
+	struct ibv_qp_init_attr qia = {
+		.qp_type = IBV_QPT_UC,
+		.cap = { .max_send_wr = 64, .max_recv_wr = 64, .max_send_sge = 4,
+			 .max_recv_sge = 4 },
+	};
+	struct side *sides[] = { &self->a, &self->b };
+
+	self->ctx = open_dev();
+	ASSERT_NE(NULL, self->ctx);
+	struct ibv_pd *pd = ibv_alloc_pd(self->ctx);
+
+	ASSERT_NE(NULL, pd);
+	for (int i = 0; i < 2; i++) {
+		struct side *s = sides[i];
+
+		s->pd = pd;
+		s->cq = ibv_create_cq(self->ctx, 256, NULL, NULL, 0);
+		ASSERT_NE(NULL, s->cq);
+		qia.send_cq = qia.recv_cq = s->cq;
+		s->qp = ibv_create_qp(pd, &qia);
+		ASSERT_NE(NULL, s->qp);
+		s->buf = mmap(NULL, BUF, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			      -1, 0);
+		ASSERT_NE(MAP_FAILED, s->buf);
+		s->mr = ibv_reg_mr(pd, s->buf, BUF, ACC_ALL);
+		ASSERT_NE(NULL, s->mr);
+	}
+	ASSERT_EQ(0, connect_uc(self->ctx, self->a.qp, self->b.qp->qp_num));
+	ASSERT_EQ(0, connect_uc(self->ctx, self->b.qp, self->a.qp->qp_num));
+}
+
+FIXTURE_TEARDOWN(uc)
+{
+}
+
+static void expect_rts(struct __test_metadata *_metadata, struct ibv_qp *qp)
+{
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qia;
+
+	ASSERT_EQ(0, ibv_query_qp(qp, &qa, IBV_QP_STATE, &qia));
+	EXPECT_EQ(IBV_QPS_RTS, qa.qp_state);
+	EXPECT_EQ(IBV_QPT_UC, qia.qp_type);
+}
+
+TEST_F(uc, send_write_and_write_with_immediate)
+{
+	struct ibv_wc wc;
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 3000, self->a.mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = 3, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+		.send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(0xabcd),
+	}, *bad;
+	const uint32_t big = 200 * 1024;
+
+	for (uint32_t i = 0; i < big; i++)
+		self->a.buf[i] = i * 13 + 1;
+	/* A SEND of 3000 bytes: three packets at MTU 1024 on the wire. */
+	ASSERT_EQ(0, post_recv(self->b.qp, self->b.buf, 4096, self->b.mr->lkey, 11));
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_SEND, self->a.buf, 3000, self->a.mr->lkey, 0, 0, 1));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(IBV_WC_SEND, wc.opcode);
+	ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(IBV_WC_RECV, wc.opcode);
+	EXPECT_EQ(11, wc.wr_id);
+	EXPECT_EQ(3000, wc.byte_len);
+	EXPECT_EQ(0, memcmp(self->a.buf, self->b.buf, 3000));
+	/* A WRITE of 200 KiB: longer than RC's window of 128 packets. */
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_RDMA_WRITE, self->a.buf, big, self->a.mr->lkey,
+			  (uintptr_t)self->b.buf + 8192, self->b.mr->rkey, 2));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(IBV_WC_RDMA_WRITE, wc.opcode);
+	/* Then a WRITE with immediate, which consumes a receive: once it
+	 * arrives, the WRITE before it has landed too. */
+	ASSERT_EQ(0, post_recv(self->b.qp, NULL, 0, self->b.mr->lkey, 12));
+	sge.length = 16;
+	wr.wr.rdma.remote_addr = (uintptr_t)self->b.buf + 4096;
+	wr.wr.rdma.rkey = self->b.mr->rkey;
+	ASSERT_EQ(0, ibv_post_send(self->a.qp, &wr, &bad));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(IBV_WC_RECV_RDMA_WITH_IMM, wc.opcode);
+	EXPECT_EQ(12, wc.wr_id);
+	EXPECT_EQ(htonl(0xabcd), wc.imm_data);
+	EXPECT_EQ(0, memcmp(self->a.buf, self->b.buf + 8192, big));
+	EXPECT_EQ(0, memcmp(self->a.buf, self->b.buf + 4096, 16));
+	expect_rts(_metadata, self->a.qp);
+	expect_rts(_metadata, self->b.qp);
+}
+
+TEST_F(uc, read_and_atomic_are_local_errors)
+{
+	struct ibv_wc wc;
+
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_RDMA_READ, self->a.buf, 64, self->a.mr->lkey,
+			  (uintptr_t)self->b.buf, self->b.mr->rkey, 1));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_LOC_QP_OP_ERR, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	EXPECT_EQ(1, wc.wr_id);
+	/* Nothing reached the peer. */
+	EXPECT_EQ(0, poll_wc_ms(self->b.cq, &wc, 100));
+	expect_rts(_metadata, self->b.qp);
+}
+
+/*
+ * What the responder cannot take is dropped without a word: a SEND with no
+ * receive posted, a WRITE to an MR without remote write, a SEND longer than
+ * its receive (which stays posted for the next message). The sender sees
+ * success each time; the receiving QP stays in RTS and takes the next
+ * message whole.
+ */
+TEST_F(uc, messages_the_responder_cannot_take_are_dropped)
+{
+	struct ibv_wc wc;
+	struct ibv_mr *ro = ibv_reg_mr(self->b.pd, self->b.buf + 65536, 4096,
+				       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ);
+
+	ASSERT_NE(NULL, ro);
+	memset(self->a.buf, 'u', 8192);
+	/* No receive posted. */
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_SEND, self->a.buf, 2500, self->a.mr->lkey, 0, 0, 1));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	/* No remote write right. */
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_RDMA_WRITE, self->a.buf, 2500, self->a.mr->lkey,
+			  (uintptr_t)self->b.buf + 65536, ro->rkey, 2));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	/* Longer than the receive. */
+	ASSERT_EQ(0, post_recv(self->b.qp, self->b.buf, 100, self->b.mr->lkey, 21));
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_SEND, self->a.buf, 2500, self->a.mr->lkey, 0, 0, 3));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(0, poll_wc_ms(self->b.cq, &wc, 200));
+	for (int i = 0; i < 4096; i++)
+		ASSERT_EQ(0, self->b.buf[65536 + i]);
+	expect_rts(_metadata, self->b.qp);
+	/* The next message takes the receive left posted. */
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_SEND, self->a.buf, 60, self->a.mr->lkey, 0, 0, 4));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(21, wc.wr_id);
+	EXPECT_EQ(60, wc.byte_len);
+	EXPECT_EQ(0, memcmp(self->a.buf, self->b.buf, 60));
+	EXPECT_EQ(0, ibv_dereg_mr(ro));
+}
+
 TEST_HARNESS_MAIN

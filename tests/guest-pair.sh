@@ -42,6 +42,10 @@ $A ib_write_bw -q 4 -n 300
 $A ibv_rc_pingpong -s 65536 -n 200 -c
 $B ibv_rc_pingpong -s 65536 -n 200 -c
 $A ibv_rc_pingpong -s 1 -n 500 -c
+$A ibv_uc_pingpong -s 4096 -n 200 -c
+$B ibv_uc_pingpong -s 4096 -n 200 -c
+$A ib_write_bw -c UC -n 500
+$B ib_write_bw -c UC -n 500
 $B ibv_rc_pingpong -s 4096 -n 200 -c @ipv6
 $A tests/bin/xfer_check -s 1048576 -n 100
 $B tests/bin/xfer_check -s 1000000 -n 20 @ipv6

@@ -137,6 +137,9 @@ pub(crate) struct SendSide {
     /// `max_rd_atomic`: the peer keeps a responder resource for each, and
     /// one more would take the place of one we may have to repeat.
     pub(crate) rd_requests: u32,
+    /// UC over loopback: the peer's queue was full, the send task runs
+    /// again once the peer had a turn.
+    pub(crate) peer_full: bool,
 }
 
 impl SendSide {
@@ -336,6 +339,13 @@ impl Qp {
             (Ok(()), false) => self.schedule_recv(),
             (Err(_dropped), _) => stats.inc(Counter::RcvDrops),
         }
+    }
+
+    /// Room for another request packet: a UC sender on this device waits
+    /// for it, so that loopback loses nothing (RC's window bounds the queue
+    /// by itself).
+    pub(crate) fn takes_requests(&self) -> bool {
+        self.inbox.lock().requests.len() < INBOX
     }
 
     pub(crate) fn next_request(&self) -> Option<Packet> {

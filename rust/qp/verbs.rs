@@ -180,6 +180,7 @@ impl Qp {
                         timer_una: None,
                         answer_gap: None,
                         rd_requests: 0,
+                        peer_full: false,
                     }),
                     rq <- kernel::new_mutex!(RecvSide {
                         queue: rq,

@@ -3,12 +3,14 @@
 # default options, each with -a (all sizes 2 B .. 8 MiB; few iterations per
 # size to bound the time under TCG; perftest refuses -a for atomics, which
 # run with -A CMP_AND_SWAP instead), and ib_send_bw and ib_send_lat with -e
-# (completion events; perftest offers -e only for SEND).
+# (completion events; perftest offers -e only for SEND). Then UC: the SEND
+# and WRITE tests with -c UC, ibv_uc_pingpong with --chk, and the counters
+# showing that UC between QPs of one device loses nothing.
 . "$(dirname "$0")/../lib.sh"
 
 TESTS="ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat"
 ktap_print_header
-ktap_set_plan 26
+ktap_set_plan 36
 oxe_load && rdma link add oxe0 type oxe netdev eth0 || ktap_exit_fail_msg "no oxe0"
 port=18515
 # listening PORT PID: the server listens on PORT, or has exited (then the
@@ -67,6 +69,39 @@ for i in 1 2 3 4 5 6 7 8 9; do
 done
 run_pair "ib_send_bw -e" ib_send_bw -e
 run_pair "ib_send_lat -e" ib_send_lat -e
+
+# UC (no ACKs: a send completes once sent). Between QPs of one device the
+# sender waits for room at the receiver rather than dropping, so SEND
+# bandwidth tests, whose server waits for every message, end.
+drops0=$(rdma_stat oxe0 rcv_drops)
+for t in "ib_send_bw -c UC" "ib_write_bw -c UC" "ib_send_lat -c UC" "ib_write_lat -c UC" \
+	"ib_send_bw -c UC -a -n 10" "ib_send_bw -c UC -n 5000"; do
+	run_pair "$t" $t
+done
+# uc_pingpong NAME ARGS...: ibv_uc_pingpong server and client on oxe0.
+gi=$(gid_index oxe0 ffff:)
+uc_pingpong() {
+	name=$1; shift
+	port=$((port + 1))
+	timeout 120 ibv_uc_pingpong -d oxe0 -g "$gi" -p $port "$@" >/tmp/uc.srv 2>&1 &
+	srv=$!
+	wait_for 60 listening $port $srv
+	ok=1
+	timeout 120 ibv_uc_pingpong -d oxe0 -g "$gi" -p $port "$@" 127.0.0.1 >/tmp/uc.cli 2>&1 || ok=0
+	wait $srv || ok=0
+	grep -q "invalid data" /tmp/uc.srv /tmp/uc.cli && ok=0
+	tail -1 /tmp/uc.cli | sed 's/^/# /'
+	if [ $ok = 1 ]; then ktap_test_pass "$name"; else
+		sed 's/^/# srv: /' /tmp/uc.srv | tail -5; sed 's/^/# cli: /' /tmp/uc.cli | tail -5
+		ktap_test_fail "$name"
+	fi
+}
+uc_pingpong "ibv_uc_pingpong --chk, 4 KiB x 500" -s 4096 -n 500 -c
+uc_pingpong "ibv_uc_pingpong --chk, 64 KiB x 100" -s 65536 -n 100 -c
+uc_pingpong "ibv_uc_pingpong --chk -e (completion events)" -n 200 -c -e
+drops=$(rdma_stat oxe0 rcv_drops)
+echo "# oxe0 rcv_drops before UC $drops0, after $drops"
+check "UC between QPs of one device dropped nothing (rcv_drops)" [ "$drops" = "$drops0" ]
 
 # The port's performance agent (process_mad): sysfs counts loopback traffic
 # in 4-byte words, as the link's byte counters do.
