@@ -15,7 +15,13 @@
  * right, 1 on a mismatch or an error completion (the first one is printed),
  * 2 on a setup error, 3 when nothing completed for 60 s.
  *
- * Usage: xfer_check -d DEV -g GID_INDEX [-s SIZE] [-n ITERS] [-p PORT]
+ * With -u the QP is UC, where a message may be lost: the client SENDs ITERS
+ * messages (the iteration number, then pattern (i,1)), the server keeps
+ * NREGIONS receives posted and checks that every message that arrives is
+ * whole, right and later than the one before; it prints how many arrived.
+ * Exits 0 when at least one did and all were right.
+ *
+ * Usage: xfer_check -d DEV -g GID_INDEX [-u] [-s SIZE] [-n ITERS] [-p PORT]
  *                   [-m MTU] [SERVER_ADDRESS]
  * The server runs without an address; the client connects to it over TCP
  * to exchange QP numbers, PSNs, GIDs and the server's rkey.
@@ -254,6 +260,8 @@ static int listen_on(int port)
 	return fd;
 }
 
+static int uc;
+
 static int connect_qp(const struct dest *me, const struct dest *rem, int gidx,
 		      enum ibv_mtu mtu)
 {
@@ -268,10 +276,13 @@ static int connect_qp(const struct dest *me, const struct dest *rem, int gidx,
 
 	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 			  IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-			  IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+			  (uc ? 0 : IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER)))
 		return -1;
 	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = me->psn;
+	if (uc)
+		return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
 	a.timeout = 14;
 	a.retry_cnt = 7;
 	a.rnr_retry = 7;
@@ -279,6 +290,92 @@ static int connect_qp(const struct dest *me, const struct dest *rem, int gidx,
 	a.max_rd_atomic = 1;
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/*
+ * UC, client: each message carries its iteration number in its first 4
+ * bytes and pattern (i,1) after them; one send in flight (a UC send
+ * completes once sent).
+ */
+static void uc_send_all(uint32_t iters, const struct dest *rem)
+{
+	for (uint32_t it = 1; it <= iters; it++) {
+		fill(region(1), it, 1);
+		memcpy(region(1), &it, sizeof(it));
+		post_send(1, IBV_WR_SEND, rem, 0);
+		wait_for(SENT(1));
+	}
+}
+
+/* UC, server: checks one received message; 0 if right. */
+static int uc_check_one(int k, uint32_t *last)
+{
+	uint8_t *p = region(k);
+	uint64_t s, v;
+	uint32_t it;
+
+	memcpy(&it, p, sizeof(it));
+	if (it <= *last) {
+		fprintf(stderr, "message %u arrived after %u\n", it, *last);
+		return 1;
+	}
+	*last = it;
+	/* The pattern's own first bytes where the sender put the number. */
+	s = ((uint64_t)it << 8) | 1;
+	v = next(&s);
+	for (size_t i = 0; i < sizeof(it) && i < size; i++)
+		p[i] = (uint8_t)(v >> (8 * i));
+	return check(p, it, 1, "UC SEND from the client");
+}
+
+/*
+ * UC, server: keeps a receive posted in every region and checks what
+ * completes, until the client has sent everything ("end" on fd) and nothing
+ * more came for a second. Returns the number of messages that arrived, -1
+ * on a wrong one or an error completion.
+ */
+static long uc_receive_all(int fd)
+{
+	uint32_t last = 0;
+	long got = 0;
+	int ended = 0;
+	time_t quiet = 0;
+	char done[4];
+
+	for (;;) {
+		struct ibv_wc wc;
+		int n = ibv_poll_cq(cq, 1, &wc);
+
+		if (n < 0)
+			return -1;
+		if (n == 0) {
+			struct timeval tv = { 0, 0 };
+			fd_set r;
+
+			if (ended && time(NULL) - quiet > 1)
+				return got;
+			FD_ZERO(&r);
+			FD_SET(fd, &r);
+			if (!ended && select(fd + 1, &r, NULL, NULL, &tv) > 0) {
+				if (read(fd, done, 4) != 4)
+					return -1;
+				ended = 1;
+				quiet = time(NULL);
+			}
+			continue;
+		}
+		if (wc.status != IBV_WC_SUCCESS || wc.wr_id < 4 || wc.byte_len != size) {
+			fprintf(stderr, "completion %s (%d), wr_id %llu, %u bytes\n",
+				ibv_wc_status_str(wc.status), wc.status,
+				(unsigned long long)wc.wr_id, wc.byte_len);
+			return -1;
+		}
+		if (uc_check_one((int)wc.wr_id - 4, &last))
+			return -1;
+		got++;
+		quiet = time(NULL);
+		post_recv((int)wc.wr_id - 4);
+	}
 }
 
 static enum ibv_mtu mtu_enum(int bytes)
@@ -316,8 +413,9 @@ int main(int argc, char **argv)
 	double s;
 
 	size = 65536;
-	while ((opt = getopt(argc, argv, "d:g:s:n:p:m:")) != -1) {
+	while ((opt = getopt(argc, argv, "d:g:s:n:p:m:u")) != -1) {
 		switch (opt) {
+		case 'u': uc = 1; break;
 		case 'd': devname = optarg; break;
 		case 'g': gidx = atoi(optarg); break;
 		case 's': size = strtoull(optarg, NULL, 0); break;
@@ -325,7 +423,7 @@ int main(int argc, char **argv)
 		case 'p': port = atoi(optarg); break;
 		case 'm': mtu_bytes = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: %s -d DEV -g GIDX [-s SIZE] [-n ITERS] [-p PORT] [-m MTU] [SERVER]\n",
+			fprintf(stderr, "usage: %s -d DEV -g GIDX [-u] [-s SIZE] [-n ITERS] [-p PORT] [-m MTU] [SERVER]\n",
 				argv[0]);
 			return 2;
 		}
@@ -333,10 +431,12 @@ int main(int argc, char **argv)
 	if (optind < argc)
 		server = argv[optind];
 	client = server != NULL;
-	if (!size || size > (1UL << 30) || !iters) {
-		fprintf(stderr, "SIZE must be 1 .. 1 GiB, ITERS at least 1\n");
+	if (!size || size > (1UL << 30) || !iters || (uc && size < 4)) {
+		fprintf(stderr, "SIZE must be 1 (4 with -u) .. 1 GiB, ITERS at least 1\n");
 		return 2;
 	}
+	if (uc)
+		qa.qp_type = IBV_QPT_UC;
 
 	list = ibv_get_device_list(NULL);
 	for (i = 0; list && list[i]; i++)
@@ -387,8 +487,8 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	/* The server's first receive is posted before it tells its QPN. */
-	if (!client)
-		post_recv(1);
+	for (int k = 0; !client && k < (uc ? NREGIONS : 1); k++)
+		post_recv(uc ? k : 1);
 	if (exchange(fd, &me, &rem) || connect_qp(&me, &rem, gidx, mtu)) {
 		fprintf(stderr, "cannot exchange addresses or connect the QP\n");
 		return 2;
@@ -400,6 +500,24 @@ int main(int argc, char **argv)
 	}
 
 	gettimeofday(&t0, NULL);
+	if (uc && client) {
+		uc_send_all(iters, &rem);
+		if (write(fd, "end", 4) != 4 || read(fd, done, 4) != 4) {
+			fprintf(stderr, "the peer went away at the end\n");
+			return 1;
+		}
+		printf("UC: %u messages of %zu bytes sent\n", iters, size);
+		return 0;
+	}
+	if (uc) {
+		long got = uc_receive_all(fd);
+
+		if (got < 0 || write(fd, "fin", 4) != 4)
+			return 1;
+		printf("UC: %ld of %u messages of %zu bytes arrived, every byte right\n",
+		       got, iters, size);
+		return got > 0 ? 0 : 1;
+	}
 	for (it = 1; it <= iters; it++) {
 		if (client) {
 			post_recv(2);

@@ -71,11 +71,14 @@ run_pair "ib_send_bw -e" ib_send_bw -e
 run_pair "ib_send_lat -e" ib_send_lat -e
 
 # UC (no ACKs: a send completes once sent). Between QPs of one device the
-# sender waits for room at the receiver rather than dropping, so SEND
-# bandwidth tests, whose server waits for every message, end.
+# sender waits for room at the receiver's queue rather than dropping. A
+# message that finds no receive posted is dropped (UC has no RNR), and
+# ib_send_bw's server waits for every message it counts on: the SEND
+# bandwidth test runs for a duration (-D), or with as many receives posted as
+# messages sent (-a -n 10); the client of the others cannot outrun them.
 drops0=$(rdma_stat oxe0 rcv_drops)
-for t in "ib_send_bw -c UC" "ib_write_bw -c UC" "ib_send_lat -c UC" "ib_write_lat -c UC" \
-	"ib_send_bw -c UC -a -n 10" "ib_send_bw -c UC -n 5000"; do
+for t in "ib_send_bw -c UC -D 2" "ib_write_bw -c UC" "ib_send_lat -c UC" "ib_write_lat -c UC" \
+	"ib_send_bw -c UC -a -n 10" "ib_write_bw -c UC -n 5000"; do
 	run_pair "$t" $t
 done
 # uc_pingpong NAME ARGS...: ibv_uc_pingpong server and client on oxe0.

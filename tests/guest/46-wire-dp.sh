@@ -8,7 +8,7 @@ before=$(pins)
 OXE_MODPARAMS=wire_loopback=1 oxe_load || { ktap_print_header; ktap_exit_fail_msg "rdma_oxe does not load"; }
 rdma link add oxe0 type oxe netdev eth0 || { ktap_print_header; ktap_exit_fail_msg "rdma link add failed"; }
 
-OXE_DEV=oxe0 tests/bin/dp_test
+OXE_DEV=oxe0 OXE_WIRE_LOOPBACK=1 tests/bin/dp_test
 rc=$?
 
 icrc=$(rdma statistic show link oxe0/1 | tr ' ' '\n' | awk 'f{print; exit} $0=="icrc_err"{f=1}')
