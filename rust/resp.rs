@@ -192,8 +192,19 @@ fn receive_uc(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &mut Packet, cache: &mut MrC
         qp.event(b::ib_event_type_IB_EVENT_COMM_EST);
     }
     // UC follows the sender's PSNs: a packet after a gap is expected next.
+    // A packet a little behind the expected PSN came late or twice (an IP
+    // network reorders and duplicates; UC never sends again): taking it
+    // would deliver an older message after a newer one, or one message
+    // twice. IBA and rxe resynchronize on any FIRST or ONLY; a fabric that
+    // keeps order never tells the two apart. Far behind is a resync (a
+    // stray packet far ahead costs at most `UC_LATE` packets).
     let psn = pkt.hdr.psn;
-    let gap = psn != rq.epsn;
+    let d = packet::psn_diff(psn, rq.epsn);
+    if (-UC_LATE..0).contains(&d) {
+        qp.stats.get().inc(Counter::DuplicateRequest);
+        return;
+    }
+    let gap = d != 0;
     if gap && !rq.drop_msg {
         qp.stats.get().inc(Counter::OutOfSeqRequest);
     }
@@ -216,6 +227,11 @@ fn receive_uc(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &mut Packet, cache: &mut MrC
         }
     }
 }
+
+/// How far behind the expected PSN a UC packet counts as late or repeated
+/// rather than the start of something new: deeper than any reordering of
+/// a path, small next to the PSN space.
+const UC_LATE: i32 = 8 * crate::params::MAX_UNACKED_PSNS as i32;
 
 fn atomic_ack(qp: &Qp, attrs: &Attrs, psn: u32, orig: u64) {
     let mut h = Hdr::new(op::ATOMIC_ACKNOWLEDGE, psn, 0);

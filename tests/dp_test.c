@@ -39,11 +39,11 @@ struct side {
 	char *buf;
 };
 
-static int setup_side(struct ibv_context *ctx, struct side *s, struct ibv_pd *pd, int cqe,
-		      int mr_access)
+static int setup_side_of(struct ibv_context *ctx, struct side *s, struct ibv_pd *pd, int cqe,
+			 int mr_access, enum ibv_qp_type type)
 {
 	struct ibv_qp_init_attr qia = {
-		.qp_type = IBV_QPT_RC,
+		.qp_type = type,
 		.cap = { .max_send_wr = 64, .max_recv_wr = 64, .max_send_sge = 4,
 			 .max_recv_sge = 4, .max_inline_data = 64 },
 	};
@@ -62,6 +62,12 @@ static int setup_side(struct ibv_context *ctx, struct side *s, struct ibv_pd *pd
 	memset(s->buf, 0, BUF);
 	s->mr = ibv_reg_mr(pd, s->buf, BUF, mr_access);
 	return s->mr ? 0 : -1;
+}
+
+static int setup_side(struct ibv_context *ctx, struct side *s, struct ibv_pd *pd, int cqe,
+		      int mr_access)
+{
+	return setup_side_of(ctx, s, pd, cqe, mr_access, IBV_QPT_RC);
 }
 
 static int post_recv(struct ibv_qp *qp, void *addr, uint32_t len, uint32_t lkey, uint64_t id)
@@ -1538,38 +1544,6 @@ TEST_F_TIMEOUT(rings, failed_creates_and_resizes_free_unmapped_rings, 300)
  * acknowledged: a send completes once sent, and a message the responder
  * cannot take whole is dropped there, the QP staying in RTS.
  */
-static int connect_uc(struct ibv_context *ctx, struct ibv_qp *qp, uint32_t dest)
-{
-	int gi = gid_index(ctx);
-	union ibv_gid gid;
-	struct ibv_qp_attr a = {
-		.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1,
-		.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-	};
-
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
-			  IBV_QP_ACCESS_FLAGS))
-		return -1;
-	ibv_query_gid(ctx, 1, gi, &gid);
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTR;
-	a.path_mtu = IBV_MTU_1024;
-	a.dest_qp_num = dest;
-	a.rq_psn = 300;
-	a.ah_attr.is_global = 1;
-	a.ah_attr.grh.dgid = gid;
-	a.ah_attr.grh.sgid_index = gi;
-	a.ah_attr.grh.hop_limit = 64;
-	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			  IBV_QP_RQ_PSN))
-		return -1;
-	memset(&a, 0, sizeof(a));
-	a.qp_state = IBV_QPS_RTS;
-	a.sq_psn = 300;
-	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
-}
-
 FIXTURE(uc) {
 	struct ibv_context *ctx;
 	struct side a, b;
@@ -1577,35 +1551,17 @@ FIXTURE(uc) {
 
 FIXTURE_SETUP(uc)
 {
-	struct ibv_qp_init_attr qia = {
-		.qp_type = IBV_QPT_UC,
-		.cap = { .max_send_wr = 64, .max_recv_wr = 64, .max_send_sge = 4,
-			 .max_recv_sge = 4 },
-	};
-	struct side *sides[] = { &self->a, &self->b };
-
 	self->ctx = open_dev();
 	ASSERT_NE(NULL, self->ctx);
 	struct ibv_pd *pd = ibv_alloc_pd(self->ctx);
 
 	ASSERT_NE(NULL, pd);
-	for (int i = 0; i < 2; i++) {
-		struct side *s = sides[i];
-
-		s->pd = pd;
-		s->cq = ibv_create_cq(self->ctx, 256, NULL, NULL, 0);
-		ASSERT_NE(NULL, s->cq);
-		qia.send_cq = qia.recv_cq = s->cq;
-		s->qp = ibv_create_qp(pd, &qia);
-		ASSERT_NE(NULL, s->qp);
-		s->buf = mmap(NULL, BUF, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-			      -1, 0);
-		ASSERT_NE(MAP_FAILED, s->buf);
-		s->mr = ibv_reg_mr(pd, s->buf, BUF, ACC_ALL);
-		ASSERT_NE(NULL, s->mr);
-	}
-	ASSERT_EQ(0, connect_uc(self->ctx, self->a.qp, self->b.qp->qp_num));
-	ASSERT_EQ(0, connect_uc(self->ctx, self->b.qp, self->a.qp->qp_num));
+	ASSERT_EQ(0, setup_side_of(self->ctx, &self->a, pd, 256, ACC_ALL, IBV_QPT_UC));
+	ASSERT_EQ(0, setup_side_of(self->ctx, &self->b, pd, 256, ACC_ALL, IBV_QPT_UC));
+	ASSERT_EQ(0, connect_uc(self->ctx, self->a.qp, self->b.qp->qp_num,
+				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
+	ASSERT_EQ(0, connect_uc(self->ctx, self->b.qp, self->a.qp->qp_num,
+				IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE));
 }
 
 FIXTURE_TEARDOWN(uc)

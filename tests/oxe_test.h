@@ -61,11 +61,11 @@ static inline int gid_index(struct ibv_context *ctx)
 }
 
 /*
- * RESET -> INIT -> RTR -> RTS towards QP @dest of this device, MTU 1024, with
- * the requester's ACK timeout (4.096 us << @timeout) and @retry_cnt.
+ * RESET -> INIT -> RTR towards QP @dest of this device, MTU 1024, PSN 100;
+ * an RC QP (@rc) also gets its responder's read depth and RNR timer.
  */
-static inline int connect_rc_timeout(struct ibv_context *ctx, struct ibv_qp *qp, uint32_t dest,
-				     int access, int rnr_retry, int timeout, int retry_cnt)
+static inline int connect_to_rtr(struct ibv_context *ctx, struct ibv_qp *qp, uint32_t dest,
+				 int access, int rc)
 {
 	int gi = gid_index(ctx);
 	union ibv_gid gid;
@@ -90,10 +90,22 @@ static inline int connect_rc_timeout(struct ibv_context *ctx, struct ibv_qp *qp,
 	a.ah_attr.grh.sgid_index = gi;
 	a.ah_attr.grh.hop_limit = 64;
 	a.ah_attr.port_num = 1;
-	if (ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-			  IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER))
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
+			     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+			     (rc ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0));
+}
+
+/*
+ * RESET -> INIT -> RTR -> RTS towards QP @dest of this device, MTU 1024, with
+ * the requester's ACK timeout (4.096 us << @timeout) and @retry_cnt.
+ */
+static inline int connect_rc_timeout(struct ibv_context *ctx, struct ibv_qp *qp, uint32_t dest,
+				     int access, int rnr_retry, int timeout, int retry_cnt)
+{
+	struct ibv_qp_attr a = {};
+
+	if (connect_to_rtr(ctx, qp, dest, access, 1))
 		return -1;
-	memset(&a, 0, sizeof(a));
 	a.qp_state = IBV_QPS_RTS;
 	a.timeout = timeout;
 	a.retry_cnt = retry_cnt;
@@ -102,6 +114,17 @@ static inline int connect_rc_timeout(struct ibv_context *ctx, struct ibv_qp *qp,
 	a.max_rd_atomic = 16;
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
 			     IBV_QP_RNR_RETRY | IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+}
+
+/* A UC QP: as connect_rc_timeout, with nothing of RC's reliability. */
+static inline int connect_uc(struct ibv_context *ctx, struct ibv_qp *qp, uint32_t dest,
+			     int access)
+{
+	struct ibv_qp_attr a = { .qp_state = IBV_QPS_RTS, .sq_psn = 100 };
+
+	if (connect_to_rtr(ctx, qp, dest, access, 0))
+		return -1;
+	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN);
 }
 
 /* As connect_rc_timeout, with the usual timeout 14 (67 ms) and 7 retries. */
