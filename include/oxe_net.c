@@ -316,6 +316,7 @@ static const struct rdma_stat_desc oxe_stat_descs[] = {
 	{ .name = "rcvd_bytes" },
 	{ .name = "icrc_err" },
 	{ .name = "rcv_drops" },
+	{ .name = "qkey_violations" },
 };
 
 struct rdma_hw_stats *oxe_alloc_stats(int num)

@@ -40,8 +40,9 @@ pub(crate) fn drain(qp: &Arc<Qp>, sq: &mut SendSide, budget: &mut u32, cache: &m
             break;
         };
         *budget = budget.saturating_sub(crate::params::cost(pkt.payload.len()));
-        // UC asks for no answer: anything that looks like one is not ours.
-        if qp.uc || qp.attrs().state == STATE_ERR {
+        // UC and UD ask for no answer: anything that looks like one is not
+        // ours.
+        if !qp.reliable() || qp.attrs().state == STATE_ERR {
             continue;
         }
         response(qp, sq, &pkt, cache);
@@ -367,7 +368,7 @@ pub(crate) fn rnr_timer(qp: &Arc<Qp>) {
 
 /// Arms the retransmit timer while packets are unacknowledged.
 pub(crate) fn arm_retry(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) {
-    if qp.uc || sq.timer_una.is_some() || sq.rnr_wait {
+    if !qp.reliable() || sq.timer_una.is_some() || sq.rnr_wait {
         return;
     }
     let outstanding = sq.inflight.front().is_some_and(|p| p.sent > 0);

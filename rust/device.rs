@@ -9,6 +9,7 @@ use kernel::prelude::*;
 use kernel::sync::atomic::Atomic;
 use kernel::types::Opaque;
 
+use crate::ah::AhTable;
 use crate::bindings as b;
 use crate::ib;
 use crate::ib::skb::NetHold;
@@ -38,6 +39,9 @@ pub(crate) struct DeviceState {
     /// QPN -> QP.
     #[pin]
     pub(crate) qps: QpTable,
+    /// AH number -> AH.
+    #[pin]
+    pub(crate) ahs: AhTable,
     /// The next mmap offset handed out for a ring (rxe's scheme).
     mmap_offset: Atomic<u64>,
     /// The node GUID, derived from the netdev's MAC at creation.
@@ -52,6 +56,7 @@ impl DeviceState {
         try_pin_init!(DeviceState {
             keys <- KeyTable::new(),
             qps <- QpTable::new(),
+            ahs <- AhTable::new(),
             mmap_offset: Atomic::new(kernel::page::PAGE_SIZE as u64),
             node_guid,
             net,
@@ -99,9 +104,9 @@ impl OxeDevice {
         a.max_res_rd_atom = params::MAX_RES_RD_ATOM as c_int;
         a.max_qp_init_rd_atom = params::MAX_QP_INIT_RD_ATOM as c_int;
         a.atomic_cap = b::ib_atomic_cap_IB_ATOMIC_HCA;
-        // No SRQ, memory window, address handle or multicast verbs (the ops
-        // table has none): their limits stay 0, as do those of the other
-        // missing verbs.
+        a.max_ah = params::MAX_AH as c_int;
+        // No SRQ, memory window or multicast verbs (the ops table has none):
+        // their limits stay 0, as do those of the other missing verbs.
         a.max_fast_reg_page_list_len = params::MAX_FAST_REG_PAGE_LIST_LEN;
         a.max_pkeys = params::MAX_PKEYS;
         a.local_ca_ack_delay = params::LOCAL_CA_ACK_DELAY;

@@ -10,8 +10,11 @@
 //! is the path to any other device, and, with the `wire_loopback` module
 //! parameter, also to this one.
 
+use crate::ib::skb::Route;
+use crate::ip;
+use crate::packet;
 use crate::pkt::Packet;
-use crate::qp::{Attrs, Qp};
+use crate::qp::{handed_over, Attrs, Qp};
 use crate::stats::Counter;
 use crate::udp;
 
@@ -19,17 +22,30 @@ use crate::udp;
 /// nobody takes (no such QP, a full queue, no route) is lost, as on a
 /// network: the requester's retransmit timer recovers.
 pub(crate) fn xmit(qp: &Qp, attrs: &Attrs, pkt: Packet) {
+    xmit_to(qp, attrs.route.as_ref(), pkt);
+}
+
+/// Sends `pkt` along `route` (a UD datagram's, from its AH), or hands it
+/// over to a QP of this device.
+pub(crate) fn xmit_to(qp: &Qp, route: Option<&Route>, mut pkt: Packet) {
     let stats = qp.stats.get();
     stats.inc(Counter::SentPkts);
     stats.add(Counter::SentBytes, pkt.wire_len() as u64);
-    match &attrs.route {
-        Some(r) if !attrs.handed_over() => {
+    match route {
+        Some(r) if !handed_over(route) => {
             if let Err(e) = udp::send(qp, r, pkt) {
                 udp::count(stats, &e);
             }
         }
         _ => {
             if let Some(dest) = qp.peers.get().get(pkt.hdr.qpn) {
+                if let (Some(r), true) = (route, packet::is_ud(pkt.hdr.opcode)) {
+                    // The IP header it would have had on the wire.
+                    let udp_len = ip::UDP_LEN + pkt.wire_len();
+                    pkt.grh =
+                        ip::network_hdr_for(r.ipv6, &r.saddr, &r.daddr, r.tclass, r.ttl, udp_len)
+                            .ok();
+                }
                 dest.deliver(pkt);
             }
         }

@@ -21,6 +21,7 @@ pub(crate) fn eopnotsupp() -> Error {
     Error::from_errno(-(bindings::EOPNOTSUPP as kernel::ffi::c_int))
 }
 
+mod ah;
 mod bindings;
 mod comp;
 mod cq;
@@ -41,6 +42,7 @@ mod req;
 mod resp;
 mod sgl;
 mod stats;
+mod ud;
 mod udp;
 mod wq;
 

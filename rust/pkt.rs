@@ -8,19 +8,28 @@ use kernel::alloc::KVVec;
 use kernel::prelude::*;
 
 use crate::ib::skb::Skb;
+use crate::ip::NetworkHdr;
 use crate::mr::{MrRef, PageRef, Src, PAGE_SIZE};
 use crate::packet::Hdr;
 
 pub(crate) struct Packet {
     pub(crate) hdr: Hdr,
     pub(crate) payload: Payload,
+    /// UD: the packet's IP header as a UD receive buffer gets it (from the
+    /// wire, or made for a datagram handed over on this device).
+    pub(crate) grh: Option<NetworkHdr>,
 }
 
 impl Packet {
     pub(crate) fn new(hdr: Hdr) -> Self {
+        Self::with(hdr, Payload::empty())
+    }
+
+    pub(crate) fn with(hdr: Hdr, payload: Payload) -> Self {
         Packet {
             hdr,
-            payload: Payload::empty(),
+            payload,
+            grh: None,
         }
     }
 

@@ -16,7 +16,7 @@ use crate::bindings as b;
 use crate::comp;
 use crate::mr;
 use crate::net;
-use crate::packet::{self, op, AtomicEth, Hdr, Kind, Reth};
+use crate::packet::{self, op, AtomicEth, Deth, Hdr, Kind, Reth};
 use crate::params::{self, cost, ACK_EVERY, BUDGET, MAX_UNACKED_PSNS};
 use crate::pkt::{Gather, Packet};
 use crate::qp::flight::{Op, Pending, Source};
@@ -94,7 +94,7 @@ fn send(
         }
         // A new WQE: SQD takes none (it drains what is in flight).
         // UC has no window: nothing is acknowledged, a WQE completes once sent.
-        if attrs.state != STATE_RTS || (!qp.uc && !in_window(sq, sq.psn)) {
+        if attrs.state != STATE_RTS || (qp.reliable() && !in_window(sq, sq.psn)) {
             return false;
         }
         match take(qp, sq, attrs) {
@@ -132,10 +132,13 @@ fn send_packets(
         sq.next += 1;
         return Step::Progress;
     }
-    let dest = attrs.dest_qpn;
-    // UC has no window; on this device it waits for the peer instead of
-    // losing what the peer has no room for.
-    let peer = if qp.uc && attrs.handed_over() {
+    let (dest, route) = match &p.ud {
+        Some(d) => (d.qpn, Some(d.route)),
+        None => (attrs.dest_qpn, attrs.route),
+    };
+    // UC and UD have no window; on this device they wait for the peer
+    // instead of losing what the peer has no room for.
+    let peer = if !qp.reliable() && crate::qp::handed_over(route.as_ref()) {
         qp.peers.get().get(dest)
     } else {
         None
@@ -152,10 +155,11 @@ fn send_packets(
             Step::Progress
         }
         Op::Message(kind, src) => {
+            let mut hdr_deth = None;
             while p.sent < p.npkts && *budget > 0 {
                 let i = p.sent;
                 let psn = packet::psn_add(p.first_psn, i);
-                if !qp.uc && packet::psn_diff(psn, una) >= MAX_UNACKED_PSNS as i32 {
+                if qp.reliable() && packet::psn_diff(psn, una) >= MAX_UNACKED_PSNS as i32 {
                     return Step::Blocked;
                 }
                 if peer.as_ref().is_some_and(|d| !d.takes_requests()) {
@@ -174,13 +178,25 @@ fn send_packets(
                     }
                 };
                 let mut opcode = packet::opcode(*kind, i, p.npkts);
-                if qp.uc {
+                if qp.uc() {
                     // `prepare` let only SENDs and WRITEs through.
                     opcode = packet::uc_opcode(opcode).unwrap_or(opcode);
+                } else if let Some(d) = &p.ud {
+                    // One packet, a SEND (`prepare`).
+                    opcode = if *kind == Kind::SendImm {
+                        op::UD_SEND_ONLY_IMM
+                    } else {
+                        op::UD_SEND_ONLY
+                    };
+                    hdr_deth = Some(Deth {
+                        qkey: d.qkey,
+                        src_qpn: qp.qpn,
+                    });
                 }
                 let mut hdr = Hdr::new(opcode, psn, dest);
+                hdr.deth = hdr_deth;
                 let last = i + 1 == p.npkts;
-                hdr.ack_req = !qp.uc && packet::ack_req(i, p.npkts, ACK_EVERY);
+                hdr.ack_req = qp.reliable() && packet::ack_req(i, p.npkts, ACK_EVERY);
                 hdr.solicited = last && p.w.send_flags & flags::SOLICITED != 0;
                 hdr.ex = p.w.ex;
                 if i == 0 && matches!(kind, Kind::Write | Kind::WriteImm) {
@@ -192,12 +208,12 @@ fn send_packets(
                 }
                 p.sent += 1;
                 *budget = budget.saturating_sub(cost(n));
-                net::xmit(qp, attrs, Packet { hdr, payload });
+                net::xmit_to(qp, route.as_ref(), Packet::with(hdr, payload));
             }
             if p.sent >= p.npkts {
                 sq.next += 1;
-                if qp.uc {
-                    // Sent is done: UC's completion, as rxe's.
+                if !qp.reliable() {
+                    // Sent is done: UC's and UD's completion, as rxe's.
                     let last = p.last_psn();
                     comp::ack_through(qp, sq, last);
                 }
@@ -301,11 +317,29 @@ fn take(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) -> Take {
         comp::complete_now(qp, sq, &w, status);
         return Take::Done;
     }
-    let mtu = attrs.packet_mtu();
-    let op = match prepare(qp, sq, &w) {
-        Ok(op) => op,
-        Err(status) => Op::Failed(status),
+    let mut mtu = attrs.packet_mtu();
+    let (op, ud) = match prepare(qp, sq, &w) {
+        Ok(op) if qp.ud() => match crate::ud::dest(qp, attrs, &w) {
+            Ok(d) => (op, Some(d)),
+            Err(status) => (Op::Failed(status), None),
+        },
+        Ok(op) => (op, None),
+        Err(status) => (Op::Failed(status), None),
     };
+    if let (Some(d), Op::Message(_, src)) = (&ud, &op) {
+        if src.total() > u64::from(d.mtu) {
+            // C10-93.1.1: a datagram larger than the port's MTU is not
+            // sent, and that is no error (rxe completes it successfully
+            // too). It completes in order: after what is in flight.
+            if n > 0 {
+                return Take::Stop;
+            }
+            sq.psn = packet::psn_add(sq.psn, 1);
+            comp::complete_now(qp, sq, &w, b::ib_wc_status_IB_WC_SUCCESS);
+            return Take::Done;
+        }
+        mtu = d.mtu;
+    }
     let (npkts, total) = match &op {
         Op::Message(_, src) => (packet::packets(src.total(), mtu), src.total()),
         Op::Read(sgl) => (packet::packets(sgl.total, mtu), sgl.total),
@@ -321,6 +355,7 @@ fn take(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) -> Take {
         done: 0,
         mtu,
         total,
+        ud,
     };
     if sq.inflight.push(p).is_err() {
         // Cannot happen: `inflight` has room for the window's WQEs, and each
@@ -340,7 +375,11 @@ fn prepare(qp: &Qp, sq: &SendSide, w: &SendWqe) -> Result<Op, u32> {
         w.opcode,
         wr::SEND | wr::SEND_WITH_IMM | wr::RDMA_WRITE | wr::RDMA_WRITE_WITH_IMM
     );
-    if qp.uc && !uc_ok {
+    if qp.uc() && !uc_ok {
+        return Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
+    }
+    // UD carries SENDs only, with or without immediate.
+    if qp.ud() && !matches!(w.opcode, wr::SEND | wr::SEND_WITH_IMM) {
         return Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
     }
     let kind = match w.opcode {

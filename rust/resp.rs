@@ -25,9 +25,8 @@ use crate::params::{cost, BUDGET};
 use crate::pkt::{Gather, Packet, Payload};
 use crate::qp::flight::{Progress, ReadServe};
 use crate::qp::{Attrs, Qp, RecvSide, RECV, STATE_RTR, STATE_RTS, STATE_SQD, STATE_SQE};
-use crate::sgl::{MrCache, Sgl};
+use crate::sgl::MrCache;
 use crate::stats::Counter;
-use crate::wqe;
 
 enum Reply {
     Ack,
@@ -80,8 +79,10 @@ pub(crate) fn run(qp: &Arc<Qp>) {
             break;
         };
         budget = budget.saturating_sub(cost(pkt.payload.len()));
-        if qp.uc {
+        if qp.uc() {
             receive_uc(qp, &mut rq, &mut pkt, &mut cache);
+        } else if qp.ud() {
+            crate::ud::receive(qp, &mut rq, &pkt, &mut cache);
         } else {
             receive(qp, &mut rq, &pkt, &mut cache);
         }
@@ -96,7 +97,7 @@ pub(crate) fn run(qp: &Arc<Qp>) {
 /// Sends a response to the requester.
 fn respond(qp: &Qp, attrs: &Attrs, mut hdr: Hdr, payload: Payload) {
     hdr.qpn = attrs.dest_qpn;
-    net::xmit(qp, attrs, Packet { hdr, payload });
+    net::xmit(qp, attrs, Packet::with(hdr, payload));
 }
 
 fn ack(qp: &Qp, attrs: &Attrs, psn: u32, syndrome: Syndrome) {
@@ -362,7 +363,7 @@ fn serve_read(qp: &Arc<Qp>, rq: &mut RecvSide, budget: &mut u32, cache: &mut MrC
 /// On UC only a local error (a malformed receive WQE) is fatal; the rest
 /// drop the message (`receive_uc`).
 fn fatal(qp: &Arc<Qp>, rq: &mut RecvSide, nak: Nak) -> Reply {
-    if !qp.uc || nak == Nak::RemoteOperational {
+    if qp.reliable() || nak == Nak::RemoteOperational {
         qp.set_error(rq);
     }
     Reply::Nak(nak)
@@ -391,29 +392,6 @@ fn is_last(opcode: u8) -> bool {
     )
 }
 
-/// Takes the next receive WQE for a SEND or a WRITE with immediate: its
-/// SGEs checked for local write. `None`: the RQ is empty (RNR).
-fn take_recv(qp: &Qp, rq: &mut RecvSide) -> Option<Result<(u64, Sgl), u32>> {
-    if !rq.queue.peek_into(&mut rq.wqe) {
-        return None;
-    }
-    let w = wqe::RecvWqe::parse(&rq.wqe)?;
-    if w.num_sge > qp.max_recv_sge {
-        return Some(Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR));
-    }
-    Some(
-        Sgl::build(
-            qp.keys.get(),
-            qp.pd,
-            &rq.wqe,
-            wqe::RECV_WQE_SGE_OFFSET,
-            w.num_sge,
-            access::LOCAL_WRITE,
-        )
-        .map(|sgl| (w.wr_id, sgl)),
-    )
-}
-
 /// Executes the expected request packet.
 fn request(
     qp: &Arc<Qp>,
@@ -429,7 +407,7 @@ fn request(
             if rq.progress.is_some() {
                 return fatal(qp, rq, Nak::InvalidRequest);
             }
-            match take_recv(qp, rq) {
+            match qp.take_recv(rq) {
                 None => return Reply::Nak(Nak::Rnr),
                 Some(Err(status)) => {
                     let cqe = qp.cqe(0, status, b::ib_wc_opcode_IB_WC_RECV, 0);
@@ -592,7 +570,7 @@ fn send_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache)
     if !fits {
         // The message does not fit the posted buffers. UC drops it and
         // keeps the receive (class D).
-        if qp.uc {
+        if qp.uc() {
             return Reply::Nak(Nak::InvalidRequest);
         }
         let cqe = qp.cqe(
@@ -665,7 +643,7 @@ fn write_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache
     }
     rq.progress = None;
     if has_imm(pkt.hdr.opcode) {
-        let Some(Ok((wr_id, _sgl))) = take_recv(qp, rq) else {
+        let Some(Ok((wr_id, _sgl))) = qp.take_recv(rq) else {
             return fatal(qp, rq, Nak::RemoteOperational);
         };
         let mut cqe = qp.cqe(

@@ -27,9 +27,11 @@ pub(crate) enum Counter {
     RcvdBytes,
     IcrcErr,
     RcvDrops,
+    /// Datagrams dropped for a wrong Q_Key (the port's qkey_viol_cntr too).
+    QkeyViolations,
 }
 
-pub(crate) const NUM: usize = Counter::RcvDrops as usize + 1;
+pub(crate) const NUM: usize = Counter::QkeyViolations as usize + 1;
 
 pub(crate) struct Counters([Atomic<u64>; NUM]);
 

@@ -11,6 +11,7 @@
 use crate::ib::skb::{crc32_le, Route, Skb};
 use crate::icrc::Ip;
 use crate::ip::{self, IPV4_LEN, IPV6_LEN, UDP_LEN};
+use crate::packet;
 use crate::pkt::{Packet, Payload};
 use crate::qp::{Qp, QpTable};
 use crate::stats::{Counter, Counters};
@@ -60,7 +61,7 @@ pub(crate) fn send(qp: &Qp, route: &Route, pkt: Packet) -> Result<(), Dropped> {
 
 /// Takes a packet from the wire for the device whose QPs are `qps`.
 pub(crate) fn receive(qps: &QpTable, skb: Skb) -> Result<(), Dropped> {
-    let (hdr, off, len, saddr) = {
+    let (hdr, off, len, saddr, grh) = {
         let l3 = skb.network();
         let f = ip::parse(l3).map_err(Dropped::Decode)?;
         if f.icrc_with(crc32_le) != f.wire_icrc() {
@@ -80,20 +81,31 @@ pub(crate) fn receive(qps: &QpTable, skb: Skb) -> Result<(), Dropped> {
                 IPV6_LEN + UDP_LEN
             }
         };
-        (d.hdr, ib_off + d.payload_off, d.payload_len, saddr)
+        // A datagram's receive buffer starts with its IP header.
+        let grh = if packet::is_ud(d.hdr.opcode) {
+            Some(ip::network_hdr(l3).ok_or(Dropped::Decode(DecodeError::Truncated))?)
+        } else {
+            None
+        };
+        (d.hdr, ib_off + d.payload_off, d.payload_len, saddr, grh)
     };
     let qp = qps.get(hdr.qpn).ok_or(Dropped::UnknownQp)?;
-    // A connected QP takes packets from the address its path names only.
-    match qp.attrs().route {
-        Some(r) if r.daddr == saddr => {}
-        _ => return Err(Dropped::WrongSource),
+    // A connected QP takes packets from the address its path names only; a
+    // datagram QP from anyone (its responder checks the Q_Key).
+    if !qp.ud() {
+        match qp.attrs().route {
+            Some(r) if r.daddr == saddr => {}
+            _ => return Err(Dropped::WrongSource),
+        }
     }
     let payload = if len == 0 {
         Payload::empty()
     } else {
         Payload::Wire { skb, off, len }
     };
-    qp.deliver(Packet { hdr, payload });
+    let mut pkt = Packet::with(hdr, payload);
+    pkt.grh = grh;
+    qp.deliver(pkt);
     Ok(())
 }
 

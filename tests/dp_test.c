@@ -209,32 +209,6 @@ TEST_F(dp, write_multi_packet_and_read_back)
 }
 
 /*
- * A WRITE of a buffer onto itself, 32 bytes further on, within one page: the
- * one copy whose source and destination overlap. oxe copies with memcpy
- * unless both are the same page; this is that case, which must come out as
- * memmove's result. (x86's memcpy without FSRM copies backwards when the
- * source's low address byte is below the destination's, as signed bytes;
- * 0x70 against 0x90 makes it go forwards and smear 32-byte chunks.)
- */
-/* A counter of port 1 of the test's device (hw_counters), -1 if unreadable. */
-static long port_counter(struct ibv_context *ctx, const char *name)
-{
-	char path[256];
-	long v = -1;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/1/hw_counters/%s",
-		 ibv_get_device_name(ctx->device), name);
-	f = fopen(path, "r");
-	if (!f)
-		return -1;
-	if (fscanf(f, "%ld", &v) != 1)
-		v = -1;
-	fclose(f);
-	return v;
-}
-
-/*
  * How a message is cut: between QPs of one device a packet carries up to
  * 64 KiB (HANDOVER_MTU), on the wire (wire_loopback=1) the path MTU. A
  * 200 KiB WRITE is 4 packets and an ACK, or 200 packets and their ACKs
@@ -273,6 +247,14 @@ TEST_F(dp, packets_per_message_follow_the_path)
 	EXPECT_EQ(0, memcmp(self->a.buf, self->b.buf, len));
 }
 
+/*
+ * A WRITE of a buffer onto itself, 32 bytes further on, within one page: the
+ * one copy whose source and destination overlap. oxe copies with memcpy
+ * unless both are the same page; this is that case, which must come out as
+ * memmove's result. (x86's memcpy without FSRM copies backwards when the
+ * source's low address byte is below the destination's, as signed bytes;
+ * 0x70 against 0x90 makes it go forwards and smear 32-byte chunks.)
+ */
 TEST_F(dp, write_onto_itself_overlapping)
 {
 	enum { SHIFT = 32 };

@@ -149,6 +149,24 @@ static inline int reconnect_rc(struct ibv_context *ctx, struct ibv_qp *qp, uint3
 	return connect_rc(ctx, qp, dest, access, rnr_retry);
 }
 
+/* A counter of port 1 of the test's device (hw_counters), -1 if unreadable. */
+static inline long port_counter(struct ibv_context *ctx, const char *name)
+{
+	char path[256];
+	long v = -1;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/1/hw_counters/%s",
+		 ibv_get_device_name(ctx->device), name);
+	f = fopen(path, "r");
+	if (!f)
+		return -1;
+	if (fscanf(f, "%ld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
 /* Waits for one completion on @cq (bounded). */
 static inline int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc)
 {

@@ -118,6 +118,59 @@ pub fn encode_udp(sport: u16, ib_len: usize, buf: &mut [u8]) -> Result<usize, En
     put(buf, [s0, s1, p0, p1, l0, l1, 0, 0])
 }
 
+/// The 40 bytes a UD receive buffer starts with (`union rdma_network_hdr`):
+/// a GRH's place, holding the packet's IPv6 header, or its IPv4 header in
+/// the last 20 bytes. The core tells them apart by the IPv4 checksum
+/// (ib_get_rdma_header_version) and reads the addresses from it to answer.
+pub type NetworkHdr = [u8; IPV6_LEN];
+
+/// The network header of a received packet, from its IP header (`l3`
+/// starts with it, already checked by `parse`).
+pub fn network_hdr(l3: &[u8]) -> Option<NetworkHdr> {
+    let mut h = [0u8; IPV6_LEN];
+    match l3.first()? >> 4 {
+        4 => h[IPV6_LEN - IPV4_LEN..].copy_from_slice(l3.get(..IPV4_LEN)?),
+        6 => h.copy_from_slice(l3.get(..IPV6_LEN)?),
+        _ => return None,
+    }
+    Some(h)
+}
+
+/// The network header a packet from `src` to `dst` (IPv4-mapped for IPv4)
+/// would have had on the wire, for one that never went there (loopback):
+/// the same bytes, IPv4 checksum included, so the core reads it alike.
+pub fn network_hdr_for(
+    ipv6: bool,
+    src: &[u8; 16],
+    dst: &[u8; 16],
+    tclass: u8,
+    ttl: u8,
+    udp_len: usize,
+) -> Result<NetworkHdr, EncodeError> {
+    let mut h = [0u8; IPV6_LEN];
+    if ipv6 {
+        let p = Ipv6 {
+            src: *src,
+            dst: *dst,
+            traffic_class: tclass,
+            flow_label: 0,
+            hop_limit: ttl,
+        };
+        encode_ipv6(&p, udp_len, &mut h)?;
+    } else {
+        let v4 = |a: &[u8; 16]| [a[12], a[13], a[14], a[15]];
+        let p = Ipv4 {
+            src: v4(src),
+            dst: v4(dst),
+            tos: tclass,
+            ttl,
+            id: 0,
+        };
+        encode_ipv4(&p, udp_len, &mut h[IPV6_LEN - IPV4_LEN..])?;
+    }
+    Ok(h)
+}
+
 /// The symmetric flow label of a connection when the GRH has none
 /// (rdma_calc_flow_label() in include/rdma/ib_verbs.h): both ends get the
 /// same value.
@@ -279,6 +332,57 @@ mod tests {
 
     fn rxe_frame() -> Vec<u8> {
         [&RXE_L3[..], &RXE_READ[..]].concat()
+    }
+
+    /// The core's ib_get_rdma_header_version(): 4, 6 or 0 (garbage).
+    fn header_version(h: &NetworkHdr) -> u8 {
+        let v4: &[u8; 20] = h[20..].try_into().unwrap();
+        if h[0] >> 4 != 6 {
+            return if v4[0] >> 4 == 4 { 4 } else { 0 };
+        }
+        if v4[0] & 0xf != 5 {
+            return 6;
+        }
+        let sum = u16::from_be_bytes([v4[10], v4[11]]);
+        if ipv4_checksum(v4) == sum {
+            4
+        } else {
+            6
+        }
+    }
+
+    #[test]
+    fn network_hdr_as_the_core_reads_it() {
+        // From the wire: rxe's captured IPv4 header, in the last 20 bytes.
+        let h = network_hdr(&RXE_L3).unwrap();
+        assert_eq!(h[..20], [0; 20]);
+        assert_eq!(h[20..], RXE_L3[..20]);
+        assert_eq!(header_version(&h), 4);
+        assert_eq!(network_hdr(&[0x10; 40]), None);
+        assert_eq!(network_hdr(&RXE_L3[..10]), None);
+        // Loopback: the same bytes as the wire would carry (id 0 aside).
+        let mut src = [0u8; 16];
+        src[10..].copy_from_slice(&[0xff, 0xff, 0xc0, 0xa8, 0x38, 0x81]);
+        let mut dst = src;
+        dst[12..].copy_from_slice(&[0xc0, 0xa8, 0x38, 0x83]);
+        let l = network_hdr_for(false, &src, &dst, 0, 0x40, 0x28).unwrap();
+        assert_eq!(header_version(&l), 4);
+        assert_eq!(l[20 + 12..], RXE_L3[12..20]);
+        assert_eq!(l[20 + 2..20 + 4], RXE_L3[2..4]);
+        // IPv6: version 6 first, addresses at 8 and 24.
+        let (a, b) = ([0xfe; 16], [0x20; 16]);
+        let l6 = network_hdr_for(true, &a, &b, 3, 64, 100).unwrap();
+        assert_eq!(header_version(&l6), 6);
+        assert_eq!(l6[8..24], a);
+        assert_eq!(l6[24..40], b);
+        assert_eq!(network_hdr(&l6), Some(l6));
+    }
+
+    proptest! {
+        #[test]
+        fn network_hdr_never_panics(b in proptest::collection::vec(any::<u8>(), 0..64)) {
+            let _ = network_hdr(&b);
+        }
     }
 
     /// A CNP a ConnectX-4 Lx sent, from its IP header on: scapy's

@@ -56,6 +56,41 @@ pub const QPN_MASK: u32 = 0x00ff_ffff;
 /// The default partition, full member: the only one RoCE ports have.
 pub const DEFAULT_PKEY: u16 = 0xffff;
 
+/// The GSI QP's number and its well-known Q_Key (IBA 13.5.1, IB_QP1_QKEY).
+pub const GSI_QPN: u32 = 1;
+pub const GSI_QKEY: u32 = 0x8001_0000;
+
+/// A Q_Key with this bit set is privileged (IBA 10.2.4): a UD SEND whose
+/// work request carries one is sent with the QP's own Q_Key instead, and
+/// only a privileged process may give a QP one (the core checks it).
+pub const QKEY_PRIVILEGED: u32 = 0x8000_0000;
+
+/// The Q_Key a UD SEND carries: the GSI QP always sends the GSI Q_Key; a
+/// privileged Q_Key in the work request stands for the QP's own.
+pub const fn send_qkey(src_qpn: u32, wr_qkey: u32, qp_qkey: u32) -> u32 {
+    if src_qpn == GSI_QPN {
+        GSI_QKEY
+    } else if wr_qkey & QKEY_PRIVILEGED != 0 {
+        qp_qkey
+    } else {
+        wr_qkey
+    }
+}
+
+/// The Q_Key a UD QP takes datagrams with: the GSI QP takes the GSI Q_Key.
+pub const fn recv_qkey(qpn: u32, qp_qkey: u32) -> u32 {
+    if qpn == GSI_QPN {
+        GSI_QKEY
+    } else {
+        qp_qkey
+    }
+}
+
+/// A UD opcode (IBA 9.2: transport bits 011).
+pub const fn is_ud(opcode: u8) -> bool {
+    opcode & 0xe0 == 0x60
+}
+
 pub const fn psn_add(psn: u32, n: u32) -> u32 {
     psn.wrapping_add(n) & PSN_MASK
 }
@@ -341,6 +376,19 @@ mod tests {
                 proptest::prop_assert_eq!(read_request_answered(done, count), done == index + again);
             }
         }
+    }
+
+    #[test]
+    fn ud_qkeys() {
+        // The privileged bit in the WR means the QP's own Q_Key.
+        assert_eq!(send_qkey(20, 0x1234, 0x77), 0x1234);
+        assert_eq!(send_qkey(20, 0x8000_1234, 0x77), 0x77);
+        // QP1 always sends and takes the GSI Q_Key.
+        assert_eq!(send_qkey(GSI_QPN, 0x1234, 0x77), GSI_QKEY);
+        assert_eq!(recv_qkey(GSI_QPN, 0), GSI_QKEY);
+        assert_eq!(recv_qkey(20, 0x77), 0x77);
+        assert!(is_ud(op::UD_SEND_ONLY) && is_ud(op::UD_SEND_ONLY_IMM));
+        assert!(!is_ud(op::SEND_ONLY) && !is_ud(op::UC_SEND_ONLY));
     }
 
     #[test]

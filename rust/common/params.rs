@@ -31,6 +31,8 @@ pub const MAX_QP_INIT_RD_ATOM: u32 = 128;
 pub const MAX_RES_RD_ATOM: u32 = 0x3f000;
 pub const MAX_FAST_REG_PAGE_LIST_LEN: u32 = 512;
 pub const MAX_PKEYS: u16 = 64;
+/// Address handles per device, as rxe (RXE_MAX_AH); numbered 1..=MAX_AH.
+pub const MAX_AH: u32 = (1 << 15) - 1;
 pub const LOCAL_CA_ACK_DELAY: u8 = 15;
 
 pub const PORT_GID_TBL_LEN: i32 = 1024;

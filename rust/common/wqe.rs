@@ -24,6 +24,11 @@ pub mod layout {
     pub const ATOMIC_COMPARE_ADD: usize = WR + 8;
     pub const ATOMIC_SWAP: usize = WR + 16;
     pub const ATOMIC_RKEY: usize = WR + 24;
+    /// The `ud` member (SENDs of UD QPs): the destination QP, its Q_Key and
+    /// the address handle (`ah_num` of the AH oxe created).
+    pub const UD_REMOTE_QPN: usize = WR;
+    pub const UD_REMOTE_QKEY: usize = WR + 4;
+    pub const UD_AH_NUM: usize = WR + 12;
     /// rxe's kernel-only `reg` member: an MR pointer there (`mr`), the MR's
     /// current key here; `key` is the key the MR gets.
     pub const REG_MR: usize = WR;
@@ -90,6 +95,11 @@ pub struct SendWqe {
     /// rights it gets with its new key (`rkey`).
     pub mr_key: u32,
     pub access: u32,
+    /// SENDs of UD QPs: the destination QP, its Q_Key and the address
+    /// handle's number (read for every SEND; meaningless on other QPs).
+    pub remote_qpn: u32,
+    pub remote_qkey: u32,
+    pub ah_num: u32,
 }
 
 /// IB_WR_* opcodes (= IBV_WR_* below 0x20).
@@ -124,19 +134,23 @@ impl SendWqe {
         let opcode = u32_at(b, OPCODE);
         let atomic = matches!(opcode, wr::ATOMIC_CMP_AND_SWP | wr::ATOMIC_FETCH_AND_ADD);
         let reg = opcode == wr::REG_MR;
+        let send = matches!(opcode, wr::SEND | wr::SEND_WITH_IMM);
+        let ud = |off| if send { u32_at(b, off) } else { 0 };
         Some(SendWqe {
             wr_id: u64_at(b, WR_ID),
             opcode,
             send_flags: u32_at(b, SEND_FLAGS),
             ex: u32_at(b, EX),
-            remote_addr: if reg {
+            remote_addr: if reg || send {
                 0
             } else if atomic {
                 u64_at(b, ATOMIC_REMOTE_ADDR)
             } else {
                 u64_at(b, RDMA_REMOTE_ADDR)
             },
-            rkey: if reg {
+            rkey: if send {
+                0
+            } else if reg {
                 u32_at(b, REG_KEY)
             } else if atomic {
                 u32_at(b, ATOMIC_RKEY)
@@ -154,6 +168,9 @@ impl SendWqe {
             // `write_send` stores it as the u64 `reg.mr` (little-endian).
             mr_key: if reg { u32_at(b, REG_MR) } else { 0 },
             access: if reg { u32_at(b, REG_ACCESS) } else { 0 },
+            remote_qpn: ud(UD_REMOTE_QPN),
+            remote_qkey: ud(UD_REMOTE_QKEY),
+            ah_num: ud(UD_AH_NUM),
         })
     }
 }
@@ -223,6 +240,10 @@ pub fn write_send(
         put(b, ATOMIC_COMPARE_ADD, &w.compare_add.to_ne_bytes());
         put(b, ATOMIC_SWAP, &w.swap.to_ne_bytes());
         put(b, ATOMIC_RKEY, &w.rkey.to_ne_bytes());
+    } else if matches!(w.opcode, wr::SEND | wr::SEND_WITH_IMM) {
+        put(b, UD_REMOTE_QPN, &w.remote_qpn.to_ne_bytes());
+        put(b, UD_REMOTE_QKEY, &w.remote_qkey.to_ne_bytes());
+        put(b, UD_AH_NUM, &w.ah_num.to_ne_bytes());
     } else {
         put(b, RDMA_REMOTE_ADDR, &w.remote_addr.to_ne_bytes());
         put(b, RDMA_RKEY, &w.rkey.to_ne_bytes());
@@ -293,6 +314,34 @@ mod tests {
         assert_eq!(sge(&buf, SEND_WQE_SGE_OFFSET, 0), Some(s[0]));
         assert_eq!(sge(&buf, SEND_WQE_SGE_OFFSET, 3), None);
         assert_eq!(sge(&buf, SEND_WQE_SGE_OFFSET, u32::MAX), None);
+    }
+
+    #[test]
+    fn ud_send_roundtrip() {
+        let mut buf = [0xaau8; 256];
+        let w = SendWqe {
+            wr_id: 3,
+            opcode: wr::SEND_WITH_IMM,
+            ex: 0x1234,
+            length: 8,
+            num_sge: 1,
+            remote_qpn: 0x11,
+            remote_qkey: 0x8000_0001,
+            ah_num: 5,
+            ..Default::default()
+        };
+        let s = [Sge::default()];
+        write_send(&mut buf, &w, s.iter().copied()).unwrap();
+        assert_eq!(SendWqe::parse(&buf), Some(w));
+        // librxe's offsets: remote_qpn, remote_qkey, pkey_index, ah_num.
+        assert_eq!(buf[layout::WR..layout::WR + 4], 0x11u32.to_ne_bytes());
+        assert_eq!(buf[layout::WR + 12..layout::WR + 16], 5u32.to_ne_bytes());
+        // Other opcodes carry no UD fields.
+        let mut r = w;
+        r.opcode = wr::RDMA_WRITE;
+        write_send(&mut buf, &r, s.iter().copied()).unwrap();
+        let p = SendWqe::parse(&buf).unwrap();
+        assert_eq!((p.remote_qpn, p.remote_qkey, p.ah_num), (0, 0, 0));
     }
 
     #[test]

@@ -20,7 +20,7 @@
 //! in place ([`init_in_place`]) in the core's zeroed memory and dropped in
 //! place ([`drop_in_place`]) by the matching destroy verb.
 //!
-//! Adding a verb (the SRQ's, MW's and AH's are next), as `ffi/qp.rs` does:
+//! Adding a verb (the SRQ's and MW's are next), as `ffi/qp.rs` does:
 //!
 //! - In the domain file, the object is `#[repr(C)]` with the core's struct
 //!   first, as `Opaque`, and the driver's part after it, declared with
@@ -42,6 +42,7 @@ use core::mem::size_of;
 use kernel::ffi::c_int;
 use kernel::prelude::*;
 
+use crate::ah::OxeAh;
 use crate::bindings as b;
 use crate::cq::OxeCq;
 use crate::device::OxeUcontext;
@@ -49,6 +50,7 @@ use crate::params;
 use crate::pd::OxePd;
 use crate::qp::OxeQp;
 
+pub(crate) mod ah;
 pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod mr;
@@ -103,6 +105,12 @@ pub(crate) fn device_ops() -> b::ib_device_ops {
     ops.alloc_pd = Some(pd::alloc_pd);
     ops.dealloc_pd = Some(pd::dealloc_pd);
     ops.size_ib_pd = size_of::<OxePd>();
+    // AH (UD address handles).
+    ops.create_ah = Some(ah::create_ah);
+    ops.create_user_ah = Some(ah::create_ah);
+    ops.query_ah = Some(ah::query_ah);
+    ops.destroy_ah = Some(ah::destroy_ah);
+    ops.size_ib_ah = size_of::<OxeAh>();
     // MR.
     ops.reg_user_mr = Some(mr::reg_user_mr);
     ops.dereg_mr = Some(mr::dereg_mr);

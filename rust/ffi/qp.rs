@@ -47,11 +47,12 @@ pub(super) unsafe extern "C" fn create_qp(
             Udata::from_raw(udata),
         )
     };
-    let uc = match a.qp_type {
-        b::ib_qp_type_IB_QPT_RC => false,
-        b::ib_qp_type_IB_QPT_UC => true,
+    match a.qp_type {
+        b::ib_qp_type_IB_QPT_RC | b::ib_qp_type_IB_QPT_UC | b::ib_qp_type_IB_QPT_UD => {}
+        // The core's MAD layer makes the GSI QP; no user can.
+        b::ib_qp_type_IB_QPT_GSI if udata.is_none() => {}
         _ => return crate::eopnotsupp().to_errno(),
-    };
+    }
     if !a.srq.is_null() || a.create_flags != 0 {
         return crate::eopnotsupp().to_errno();
     }
@@ -69,6 +70,7 @@ pub(super) unsafe extern "C" fn create_qp(
         CreateArgs {
             keys: CoreRef::new(&state.keys),
             peers: CoreRef::new(&state.qps),
+            ahs: CoreRef::new(&state.ahs),
             ndev: state.net.ndev(),
             stats: CoreRef::new(&state.stats),
             pd: super::pd::id(pd),
@@ -76,7 +78,7 @@ pub(super) unsafe extern "C" fn create_qp(
             rcq: CoreRef::new(OxeCq::from_ib(a.recv_cq)),
             cap: &mut a.cap,
             sq_sig_all: a.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR,
-            uc,
+            qp_type: a.qp_type,
             handle: QpHandle::new(NonNull::new_unchecked(ib)),
         }
     };
@@ -164,13 +166,14 @@ unsafe fn sge(list: *const b::ib_sge, n: u32, i: u32) -> Option<Sge> {
     })
 }
 
-/// A kernel client's send WR as a WQE; EINVAL for a REG_MR without an MR.
+/// A kernel client's send WR as a WQE; EINVAL for a REG_MR without an MR,
+/// or a UD SEND without an AH.
 ///
 /// # Safety
 ///
 /// `w` is a WR of a kernel client's chain, embedded in the `ib_*_wr` its
-/// opcode says.
-unsafe fn send_wqe(w: &b::ib_send_wr) -> Result<wqe::SendWqe> {
+/// opcode (and `ud`, the QP being a datagram one) says.
+unsafe fn send_wqe(w: &b::ib_send_wr, ud: bool) -> Result<wqe::SendWqe> {
     let opcode = w.opcode;
     // SAFETY: plain integer members of unions.
     let (wr_id, ex) = unsafe { (*w.__bindgen_anon_1.wr_id.as_ref(), *w.ex.imm_data.as_ref()) };
@@ -183,6 +186,19 @@ unsafe fn send_wqe(w: &b::ib_send_wr) -> Result<wqe::SendWqe> {
         ..Default::default()
     };
     match opcode {
+        wqe::wr::SEND | wqe::wr::SEND_WITH_IMM if ud => {
+            // SAFETY: `w` is embedded in an ib_ud_wr on a UD or GSI QP.
+            let r = unsafe { &*ptr::from_ref(w).cast::<b::ib_ud_wr>() };
+            if r.ah.is_null() {
+                return Err(EINVAL);
+            }
+            // The AH is named by its number, as librxe's WQEs name it: the
+            // requester looks it up when it takes the WQE.
+            // SAFETY: the caller's AH, of this device, live while posting.
+            x.ah_num = unsafe { super::ah::num(r.ah) };
+            x.remote_qpn = r.remote_qpn;
+            x.remote_qkey = r.remote_qkey;
+        }
         wqe::wr::RDMA_WRITE | wqe::wr::RDMA_WRITE_WITH_IMM | wqe::wr::RDMA_READ => {
             // SAFETY: `w` is embedded in an ib_rdma_wr for these opcodes.
             let r = unsafe { &*ptr::from_ref(w).cast::<b::ib_rdma_wr>() };
@@ -247,6 +263,7 @@ pub(super) unsafe extern "C" fn post_send(
         crate::req::run(qp);
         return 0;
     }
+    let ud = qp.ud();
     let res = qp.with_kernel_sq(|ksq| {
         let mut cur = wr;
         while !cur.is_null() {
@@ -262,7 +279,7 @@ pub(super) unsafe extern "C" fn post_send(
                 core::slice::from_raw_parts(s.addr as usize as *const u8, s.length as usize)
             };
             // SAFETY: `w` is embedded in the ib_*_wr its opcode says.
-            let posted = unsafe { send_wqe(w) }.and_then(|wqe| {
+            let posted = unsafe { send_wqe(w, ud) }.and_then(|wqe| {
                 ksq.post(&KernelSendWr {
                     wqe,
                     sges: &sges,

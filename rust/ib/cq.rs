@@ -23,6 +23,9 @@ pub(crate) struct Cqe {
     pub(crate) qp: QpHandle,
     pub(crate) qp_num: u32,
     pub(crate) src_qp: u32,
+    /// Datagrams: the network the packet came over (RDMA_NETWORK_IPV4 or
+    /// _IPV6), for kernel consumers; 0 otherwise.
+    pub(crate) network: u8,
 }
 
 /// Tells the core the ring's usable entries (`ib_cq.cqe`), at creation and
@@ -78,6 +81,12 @@ pub(crate) fn kernel_wc(cqe: &Cqe) -> b::ib_wc {
     wc.qp = cqe.qp.as_ptr();
     wc.src_qp = cqe.src_qp;
     wc.wc_flags = cqe.wc_flags as c_int;
+    if cqe.network != 0 {
+        // The core builds the answer's AH from the GRH by this type
+        // (ib_init_ah_attr_from_wc).
+        wc.network_hdr_type = cqe.network;
+        wc.wc_flags |= b::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE as c_int;
+    }
     wc.port_num = 1;
     wc
 }

@@ -5,6 +5,7 @@
 
 use core::ptr::NonNull;
 
+use super::skb::Route;
 use crate::bindings as b;
 
 /// The core's `ib_qp` of a QP, for its events and for kernel work
@@ -42,13 +43,8 @@ impl QpHandle {
 }
 
 /// Whether the core's transition table allows `cur -> new` with `mask` for
-/// an RC QP, or a UC one.
-pub(crate) fn transition_ok(uc: bool, cur: u32, new: u32, mask: u32) -> bool {
-    let ty = if uc {
-        b::ib_qp_type_IB_QPT_UC
-    } else {
-        b::ib_qp_type_IB_QPT_RC
-    };
+/// a QP of type `ty`.
+pub(crate) fn transition_ok(ty: u32, cur: u32, new: u32, mask: u32) -> bool {
     // SAFETY: a pure function of its arguments.
     unsafe { b::ib_modify_qp_is_ok(cur, new, ty, mask) }
 }
@@ -65,13 +61,18 @@ pub(crate) struct Av {
 
 /// The address vector of `a`; `None` without a GRH or a resolved source GID.
 pub(crate) fn av(a: &b::ib_qp_attr) -> Option<Av> {
-    let ah = &a.ah_attr;
+    ah_av(&a.ah_attr)
+}
+
+/// The address vector of `ah` (modify_qp's, create_ah's); `None` without a
+/// GRH or a resolved source GID.
+pub(crate) fn ah_av(ah: &b::rdma_ah_attr) -> Option<Av> {
     if u32::from(ah.ah_flags) & b::ib_ah_flags_IB_AH_GRH == 0 || ah.grh.sgid_attr.is_null() {
         return None;
     }
-    // SAFETY: the core resolved the source GID for this modify_qp and holds
-    // its attribute for the call (rdma_fill_sgid_attr); `raw` is the
-    // union's plain 16 bytes.
+    // SAFETY: the core resolved the source GID for this verb and holds its
+    // attribute for the call (rdma_fill_sgid_attr); `raw` is the union's
+    // plain 16 bytes.
     // The port has RoCEv2 GIDs only (RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP).
     let (sgid, dgid) = unsafe {
         (
@@ -86,4 +87,24 @@ pub(crate) fn av(a: &b::ib_qp_attr) -> Option<Av> {
         hop_limit: ah.grh.hop_limit,
         tclass: ah.grh.traffic_class,
     })
+}
+
+impl Av {
+    /// Where the vector's packets go on the wire: its GIDs as IP addresses
+    /// (IPv4-mapped ones as IPv4), the UDP source port of the flow (as rxe:
+    /// rdma_get_udp_sport of the flow label and both QPNs), the GRH's
+    /// traffic class and hop limit. A destination GID equal to the source
+    /// one is this device: loopback.
+    pub(crate) fn route(&self, lqpn: u32, rqpn: u32) -> Route {
+        const V4_MAPPED: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
+        Route {
+            ipv6: self.sgid.get(..12) != Some(&V4_MAPPED[..]),
+            saddr: self.sgid,
+            daddr: self.dgid,
+            sport: crate::ip::udp_sport(self.flow_label, lqpn, rqpn),
+            tclass: self.tclass,
+            ttl: self.hop_limit,
+            local: self.sgid == self.dgid,
+        }
+    }
 }

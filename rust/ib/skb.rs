@@ -30,6 +30,12 @@ impl NetDev {
     pub(crate) fn as_ptr(self) -> *mut b::net_device {
         self.0.as_ptr()
     }
+
+    /// Its MTU now.
+    pub(crate) fn mtu(self) -> u32 {
+        // SAFETY: referenced, per `from_raw`'s contract.
+        unsafe { b::oxe_netdev_mtu(self.0.as_ptr()) }
+    }
 }
 
 /// Where a packet goes on the wire: the addresses of the QP's path (IPv4 as

@@ -8,6 +8,7 @@ use kernel::alloc::KVVec;
 use kernel::prelude::*;
 
 use crate::bindings as b;
+use crate::ib::skb::Route;
 use crate::mr::Keys;
 use crate::packet::{self, Kind};
 use crate::pkt::{Gather, Payload};
@@ -53,6 +54,19 @@ pub(crate) struct Pending {
     pub(crate) done: u32,
     pub(crate) mtu: u32,
     pub(crate) total: u64,
+    /// UD: where the datagram goes.
+    pub(crate) ud: Option<UdDest>,
+}
+
+/// Where a UD WQE's datagram goes, resolved from its AH when the WQE is
+/// taken (an AH destroyed afterwards changes nothing).
+#[derive(Clone, Copy)]
+pub(crate) struct UdDest {
+    pub(crate) route: Route,
+    pub(crate) qpn: u32,
+    pub(crate) qkey: u32,
+    /// The port's MTU: the largest datagram.
+    pub(crate) mtu: u32,
 }
 
 impl Pending {

@@ -21,7 +21,8 @@ use kernel::sync::{Arc, Mutex};
 use kernel::workqueue::{DelayedWork, Work};
 use kernel::xarray::{AllocKind, XArray};
 
-use crate::access::PdId;
+use crate::access::{self, PdId};
+use crate::ah::AhTable;
 use crate::bindings as b;
 use crate::cq::{Cqe, OxeCq};
 use crate::fifo::Fifo;
@@ -34,6 +35,7 @@ use crate::params;
 use crate::pkt::Packet;
 use crate::queue::Queue;
 use crate::replay::{AtomicLog, Saved};
+use crate::sgl::Sgl;
 use crate::stats::{Counter, Counters};
 use crate::wqe;
 
@@ -89,13 +91,18 @@ pub(crate) const AH_SIZE: usize = size_of::<b::rdma_ah_attr>();
 /// so they agree on it.
 pub(crate) const HANDOVER_MTU: u32 = 65536;
 
+/// Packets along `route` go to a QP of this device without the wire.
+pub(crate) fn handed_over(route: Option<&Route>) -> bool {
+    match route {
+        Some(r) => r.local && *crate::module_parameters::wire_loopback.value() == 0,
+        None => true,
+    }
+}
+
 impl Attrs {
     /// Packets go to a QP of this device without the wire.
     pub(crate) fn handed_over(&self) -> bool {
-        match &self.route {
-            Some(r) => r.local && *crate::module_parameters::wire_loopback.value() == 0,
-            None => true,
-        }
+        handed_over(self.route.as_ref())
     }
 
     /// Payload bytes per packet: the path MTU on the wire.
@@ -200,6 +207,8 @@ pub(crate) struct Qp {
     pub(crate) keys: CoreRef<Keys>,
     /// The device's QPs, for the packet path and destroy.
     pub(crate) peers: CoreRef<QpTable>,
+    /// The device's address handles, for UD sends.
+    pub(crate) ahs: CoreRef<AhTable>,
     /// The device's netdev, which the wire sends on.
     pub(crate) ndev: NetDev,
     /// The device's counters.
@@ -208,10 +217,8 @@ pub(crate) struct Qp {
     pub(crate) scq: CoreRef<OxeCq>,
     pub(crate) rcq: CoreRef<OxeCq>,
     pub(crate) sq_sig_all: bool,
-    /// Unreliable connected: SENDs and WRITEs only, never acknowledged; a
-    /// WQE completes once its last packet is sent, and the responder drops
-    /// a message it cannot take whole instead of NAKing it.
-    pub(crate) uc: bool,
+    /// The core's QP type: RC, UC, UD or GSI (see [`Qp::reliable`]).
+    pub(crate) qp_type: u32,
     /// A user QP: its WQEs come from user memory, and may not use the
     /// kernel-only opcodes (REG_MR).
     pub(crate) user: bool,
@@ -263,6 +270,27 @@ kernel::impl_has_delayed_work! {
 }
 
 impl Qp {
+    /// RC: PSNs in a window, acknowledged, sent again until they are.
+    /// UC and UD never are: a WQE completes once its last packet is sent,
+    /// and the responder drops what it cannot take instead of NAKing it.
+    pub(crate) fn reliable(&self) -> bool {
+        self.qp_type == b::ib_qp_type_IB_QPT_RC
+    }
+
+    /// Unreliable connected: SENDs and WRITEs only, UC opcodes.
+    pub(crate) fn uc(&self) -> bool {
+        self.qp_type == b::ib_qp_type_IB_QPT_UC
+    }
+
+    /// Datagrams (UD, and the GSI QP, which is UD numbered 1): one-packet
+    /// SENDs, each to the QP and address handle its WQE names.
+    pub(crate) fn ud(&self) -> bool {
+        matches!(
+            self.qp_type,
+            b::ib_qp_type_IB_QPT_UD | b::ib_qp_type_IB_QPT_GSI
+        )
+    }
+
     pub(crate) fn attrs(&self) -> Attrs {
         *self.attr.lock()
     }
@@ -397,7 +425,31 @@ impl Qp {
             qp: self.ib,
             qp_num: self.qpn,
             src_qp: 0,
+            network: 0,
         }
+    }
+
+    /// Takes the next receive WQE for a SEND or a WRITE with immediate: its
+    /// SGEs checked for local write. `None`: the RQ is empty (RNR).
+    pub(crate) fn take_recv(&self, rq: &mut RecvSide) -> Option<Result<(u64, Sgl), u32>> {
+        if !rq.queue.peek_into(&mut rq.wqe) {
+            return None;
+        }
+        let w = wqe::RecvWqe::parse(&rq.wqe)?;
+        if w.num_sge > self.max_recv_sge {
+            return Some(Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR));
+        }
+        Some(
+            Sgl::build(
+                self.keys.get(),
+                self.pd,
+                &rq.wqe,
+                wqe::RECV_WQE_SGE_OFFSET,
+                w.num_sge,
+                access::LOCAL_WRITE,
+            )
+            .map(|sgl| (w.wr_id, sgl)),
+        )
     }
 
     /// Completes every posted receive with WR_FLUSH_ERR. One pass over at
@@ -506,9 +558,22 @@ impl QpTable {
         }? Error)
     }
 
-    /// Creates a QP under a free QPN and publishes it.
-    pub(crate) fn insert(&self, make: impl FnOnce(u32) -> Result<Arc<Qp>>) -> Result<Arc<Qp>> {
+    /// Creates a QP under QPN `fixed` (the GSI QP's; EBUSY if taken), or
+    /// under a free QPN, and publishes it.
+    pub(crate) fn insert(
+        &self,
+        fixed: Option<u32>,
+        make: impl FnOnce(u32) -> Result<Arc<Qp>>,
+    ) -> Result<Arc<Qp>> {
         let mut next = self.next.lock();
+        if let Some(qpn) = fixed {
+            if without_bh(|| self.xa.lock().get(qpn as usize).is_some()) {
+                return Err(EBUSY);
+            }
+            let qp = make(qpn)?;
+            without_bh(|| self.xa.lock().store(qpn as usize, qp.clone(), GFP_ATOMIC))?;
+            return Ok(qp);
+        }
         let max = params::MIN_QP_INDEX + params::MAX_QP - 1;
         for _ in 0..params::MAX_QP {
             let qpn = *next;

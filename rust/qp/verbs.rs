@@ -13,13 +13,12 @@ use super::{
     STATE_RTS,
 };
 use crate::access::PdId;
+use crate::ah::AhTable;
 use crate::bindings as b;
 use crate::cq::OxeCq;
 use crate::fifo::Fifo;
-use crate::ib::qp::Av;
-use crate::ib::skb::{NetDev, Route};
+use crate::ib::skb::NetDev;
 use crate::ib::{self, udata, CoreRef, Udata};
-use crate::ip;
 use crate::irqlock::new_irq_spinlock;
 use crate::mr::Keys;
 use crate::params;
@@ -51,8 +50,10 @@ pub(crate) struct CreateArgs<'a> {
     /// Requested, and on success what the rings hold (as rxe reports it).
     pub(crate) cap: &'a mut b::ib_qp_cap,
     pub(crate) sq_sig_all: bool,
-    /// Unreliable connected rather than reliable.
-    pub(crate) uc: bool,
+    /// RC, UC, UD or GSI.
+    pub(crate) qp_type: u32,
+    /// The device's address handles, for UD sends.
+    pub(crate) ahs: CoreRef<AhTable>,
     pub(crate) handle: QpHandle,
 }
 
@@ -120,15 +121,18 @@ impl Qp {
         let max_send_sge = c.max_send_sge;
         let max_inline = c.max_inline_data;
         let max_recv_sge = c.max_recv_sge;
-        let (pd, scq, rcq, sq_sig_all, uc, handle) = (
+        let (pd, scq, rcq, sq_sig_all, qp_type, handle, ahs) = (
             args.pd,
             args.scq,
             args.rcq,
             args.sq_sig_all,
-            args.uc,
+            args.qp_type,
             args.handle,
+            args.ahs,
         );
-        peers.get().insert(|qpn| {
+        // The GSI QP is QP1, one per port; every other QP gets a free QPN.
+        let fixed = (qp_type == b::ib_qp_type_IB_QPT_GSI).then_some(crate::packet::GSI_QPN);
+        peers.get().insert(fixed, |qpn| {
             let attrs = Attrs {
                 state: STATE_RESET,
                 path_mtu: 256,
@@ -161,7 +165,8 @@ impl Qp {
                     scq,
                     rcq,
                     sq_sig_all,
-                    uc,
+                    qp_type,
+                    ahs,
                     user,
                     max_send_sge,
                     max_inline,
@@ -277,7 +282,7 @@ impl Qp {
         } else {
             cur_state
         };
-        if !ib::qp::transition_ok(self.uc, cur_state, new_state, mask) {
+        if !ib::qp::transition_ok(self.qp_type, cur_state, new_state, mask) {
             return Err(EINVAL);
         }
         if mask & b::ib_qp_attr_mask_IB_QP_PORT != 0 && a.port_num != 1 {
@@ -353,7 +358,7 @@ impl Qp {
                 s.dest_qpn = a.dest_qp_num;
             }
             if mask & b::ib_qp_attr_mask_IB_QP_AV != 0 {
-                s.route = av.map(|av| route(&av, qp.qpn, s.dest_qpn));
+                s.route = av.map(|av| av.route(qp.qpn, s.dest_qpn));
             }
             s.state = new_state;
         }
@@ -407,11 +412,7 @@ impl Qp {
         i.cap.max_send_sge = a.cap.max_send_sge;
         i.cap.max_recv_sge = a.cap.max_recv_sge;
         i.cap.max_inline_data = a.cap.max_inline_data;
-        i.qp_type = if self.uc {
-            b::ib_qp_type_IB_QPT_UC
-        } else {
-            b::ib_qp_type_IB_QPT_RC
-        };
+        i.qp_type = self.qp_type;
         i.sq_sig_type = if self.sq_sig_all {
             b::ib_sig_type_IB_SIGNAL_ALL_WR
         } else {
@@ -525,22 +526,4 @@ fn post_one_send(qp: &Qp, sq: &mut Queue, w: &KernelSendWr<'_>) -> Result {
         }
         Some(())
     })
-}
-
-/// Where an address vector's packets go on the wire: its GIDs as IP
-/// addresses (IPv4-mapped ones as IPv4), the UDP source port of the flow (as
-/// rxe: rdma_get_udp_sport of the flow label and both QPNs), the GRH's
-/// traffic class and hop limit. A destination GID equal to the source one
-/// is this device: loopback.
-fn route(av: &Av, lqpn: u32, rqpn: u32) -> Route {
-    const V4_MAPPED: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
-    Route {
-        ipv6: av.sgid.get(..12) != Some(&V4_MAPPED[..]),
-        saddr: av.sgid,
-        daddr: av.dgid,
-        sport: ip::udp_sport(av.flow_label, lqpn, rqpn),
-        tclass: av.tclass,
-        ttl: av.hop_limit,
-        local: av.sgid == av.dgid,
-    }
 }

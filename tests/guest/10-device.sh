@@ -37,7 +37,8 @@ guids() {
 mac_guids() { [ "$(guids oxe0 | sort -u)" = 5054:00ff:fe12:3456 ]; }
 check "ibv_devinfo: sys_image_guid is the node_guid" mac_guids
 
-# No limits for verbs oxe does not implement: SRQ, MW, AH, multicast.
+# No limits for verbs oxe does not implement (SRQ, MW, multicast); rxe's
+# for those it does (AH).
 vinfo=$(ibv_devinfo -v -d oxe0 2>&1)
 echo "$vinfo" | grep -E 'max_(srq|mw|ah|mcast|total_mcast)' | sed 's/^/# /'
 all_zero() { for f; do echo "$vinfo" | grep -Eq "^[[:space:]]*$f:[[:space:]]+0\$" || return 1; done; }
@@ -45,7 +46,8 @@ all_zero() { for f; do echo "$vinfo" | grep -Eq "^[[:space:]]*$f:[[:space:]]+0\$
 no_srq() { all_zero max_srq && ! echo "$vinfo" | grep -Eq 'max_srq_(wr|sge):[[:space:]]+[1-9]'; }
 check "ibv_devinfo -v: max_srq 0, no SRQ WR or SGE limits (no SRQ)" no_srq
 check "ibv_devinfo -v: max_mw 0 (no memory windows)" all_zero max_mw
-check "ibv_devinfo -v: max_ah 0 (no address handles)" all_zero max_ah
+rxe_max_ah() { echo "$vinfo" | grep -Eq '^[[:space:]]*max_ah:[[:space:]]+32767$'; }
+check "ibv_devinfo -v: max_ah 32767 (rxe's)" rxe_max_ah
 check "ibv_devinfo -v: max_mcast_grp, max_mcast_qp_attach, max_total_mcast_qp_attach 0" \
 	all_zero max_mcast_grp max_mcast_qp_attach max_total_mcast_qp_attach
 

@@ -5,12 +5,13 @@
 # run with -A CMP_AND_SWAP instead), and ib_send_bw and ib_send_lat with -e
 # (completion events; perftest offers -e only for SEND). Then UC: the SEND
 # and WRITE tests with -c UC, ibv_uc_pingpong with --chk, and the counters
-# showing that UC between QPs of one device loses nothing.
+# showing that UC between QPs of one device loses nothing; then UD: the SEND
+# tests with -c UD and ibv_ud_pingpong with --chk.
 . "$(dirname "$0")/../lib.sh"
 
 TESTS="ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat"
 ktap_print_header
-ktap_set_plan 36
+ktap_set_plan 42
 oxe_load && rdma link add oxe0 type oxe netdev eth0 || ktap_exit_fail_msg "no oxe0"
 port=18515
 # listening PORT PID: the server listens on PORT, or has exited (then the
@@ -81,30 +82,40 @@ for t in "ib_send_bw -c UC -D 2" "ib_write_bw -c UC" "ib_send_lat -c UC" "ib_wri
 	"ib_send_bw -c UC -a -n 10" "ib_write_bw -c UC -n 5000"; do
 	run_pair "$t" $t
 done
-# uc_pingpong NAME ARGS...: ibv_uc_pingpong server and client on oxe0.
+# pingpong TOOL NAME ARGS...: an ibverbs pingpong's server and client on oxe0.
 gi=$(gid_index oxe0 ffff:)
-uc_pingpong() {
-	name=$1; shift
+pingpong() {
+	tool=$1 name=$2; shift 2
 	port=$((port + 1))
-	timeout 120 ibv_uc_pingpong -d oxe0 -g "$gi" -p $port "$@" >/tmp/uc.srv 2>&1 &
+	timeout 120 $tool -d oxe0 -g "$gi" -p $port "$@" >/tmp/pp.srv 2>&1 &
 	srv=$!
 	wait_for 60 listening $port $srv
 	ok=1
-	timeout 120 ibv_uc_pingpong -d oxe0 -g "$gi" -p $port "$@" 127.0.0.1 >/tmp/uc.cli 2>&1 || ok=0
+	timeout 120 $tool -d oxe0 -g "$gi" -p $port "$@" 127.0.0.1 >/tmp/pp.cli 2>&1 || ok=0
 	wait $srv || ok=0
-	grep -q "invalid data" /tmp/uc.srv /tmp/uc.cli && ok=0
-	tail -1 /tmp/uc.cli | sed 's/^/# /'
+	grep -q "invalid data" /tmp/pp.srv /tmp/pp.cli && ok=0
+	tail -1 /tmp/pp.cli | sed 's/^/# /'
 	if [ $ok = 1 ]; then ktap_test_pass "$name"; else
-		sed 's/^/# srv: /' /tmp/uc.srv | tail -5; sed 's/^/# cli: /' /tmp/uc.cli | tail -5
+		sed 's/^/# srv: /' /tmp/pp.srv | tail -5; sed 's/^/# cli: /' /tmp/pp.cli | tail -5
 		ktap_test_fail "$name"
 	fi
 }
-uc_pingpong "ibv_uc_pingpong --chk, 4 KiB x 500" -s 4096 -n 500 -c
-uc_pingpong "ibv_uc_pingpong --chk, 64 KiB x 100" -s 65536 -n 100 -c
-uc_pingpong "ibv_uc_pingpong --chk -e (completion events)" -n 200 -c -e
+pingpong ibv_uc_pingpong "ibv_uc_pingpong --chk, 4 KiB x 500" -s 4096 -n 500 -c
+pingpong ibv_uc_pingpong "ibv_uc_pingpong --chk, 64 KiB x 100" -s 65536 -n 100 -c
+pingpong ibv_uc_pingpong "ibv_uc_pingpong --chk -e (completion events)" -n 200 -c -e
 drops=$(rdma_stat oxe0 rcv_drops)
 echo "# oxe0 rcv_drops before UC $drops0, after $drops"
 check "UC between QPs of one device dropped nothing (rcv_drops)" [ "$drops" = "$drops0" ]
+
+# UD: datagrams up to the port's MTU (1024 on a 1500-byte netdev), through
+# address handles. As for UC, a datagram that finds no receive is dropped,
+# so the SEND bandwidth test runs for a duration.
+for t in "ib_send_bw -c UD -D 2" "ib_send_lat -c UD" "ib_send_bw -c UD -e -D 2" \
+	"ib_send_lat -c UD -a -n 20"; do
+	run_pair "$t" $t
+done
+pingpong ibv_ud_pingpong "ibv_ud_pingpong --chk, 1000 B x 500" -s 1000 -n 500 -c
+pingpong ibv_ud_pingpong "ibv_ud_pingpong --chk -e (completion events)" -s 1000 -n 200 -c -e
 
 # The port's performance agent (process_mad): sysfs counts loopback traffic
 # in 4-byte words, as the link's byte counters do.

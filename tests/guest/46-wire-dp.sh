@@ -12,7 +12,7 @@ OXE_DEV=oxe0 OXE_WIRE_LOOPBACK=1 tests/bin/dp_test
 rc=$?
 
 icrc=$(rdma statistic show link oxe0/1 | tr ' ' '\n' | awk 'f{print; exit} $0=="icrc_err"{f=1}')
-left=$(rdma res show qp 2>/dev/null | grep -c "oxe0")
+left=$(rdma res show qp 2>/dev/null | grep "oxe0" | grep -vc "type GSI")
 rdma link delete oxe0
 oxe_unload
 echo "# icrc_err $icrc; QPs left: $left"

@@ -1,0 +1,122 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Datagrams (UD QPs and the GSI QP): where the requester sends a UD WQE,
+//! and the responder's side, run by the receive task.
+//!
+//! A datagram is one packet, a SEND with a DETH (the sender's QPN and the
+//! Q_Key). The responder takes it from anyone whose Q_Key matches, places
+//! the packet's IP header in the first 40 bytes of the receive buffer (the
+//! GRH's place) and the payload after it, and completes the receive with
+//! the sender's QPN. What it cannot take (no receive posted, too long for
+//! the buffers, a wrong Q_Key) is dropped and counted; the QP carries on.
+//! Only a malformed receive WQE (class A) puts it in ERR, as on RC.
+
+use kernel::prelude::*;
+use kernel::sync::Arc;
+
+use crate::bindings as b;
+use crate::ip::NetworkHdr;
+use crate::mr::Src;
+use crate::packet::{self, op};
+use crate::params;
+use crate::pkt::Packet;
+use crate::qp::flight::UdDest;
+use crate::qp::{Attrs, Qp, RecvSide, STATE_RTR, STATE_RTS, STATE_SQD, STATE_SQE};
+use crate::sgl::MrCache;
+use crate::stats::Counter;
+use crate::wqe::SendWqe;
+
+/// Where UD WQE `w` of `qp` goes: its AH (which must be of the QP's PD),
+/// the QP and Q_Key it names. On failure, the WQE's completion status (as
+/// rxe: LOC_QP_OP_ERR for an AH that is not there).
+pub(crate) fn dest(qp: &Qp, attrs: &Attrs, w: &SendWqe) -> Result<UdDest, u32> {
+    let ah = qp
+        .ahs
+        .get()
+        .get(w.ah_num)
+        .filter(|ah| ah.pd == qp.pd)
+        .ok_or(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR)?;
+    let qpn = w.remote_qpn & packet::QPN_MASK;
+    Ok(UdDest {
+        route: ah.av.route(qp.qpn, qpn),
+        qpn,
+        qkey: packet::send_qkey(qp.qpn, w.remote_qkey, attrs.qkey),
+        mtu: params::active_mtu(qp.ndev.mtu()).bytes(),
+    })
+}
+
+/// Takes one datagram.
+pub(crate) fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache) {
+    let attrs = qp.attrs();
+    if !matches!(attrs.state, STATE_RTR | STATE_RTS | STATE_SQD | STATE_SQE) {
+        return;
+    }
+    let stats = qp.stats.get();
+    let h = &pkt.hdr;
+    // Only UD SENDs are for a datagram QP (IBA 9.6.1.3), with their DETH
+    // and, from the wire or the hand-over, their network header.
+    let (Some(deth), Some(grh), op::UD_SEND_ONLY | op::UD_SEND_ONLY_IMM) =
+        (h.deth, pkt.grh.as_ref(), h.opcode)
+    else {
+        stats.inc(Counter::RcvDrops);
+        return;
+    };
+    if deth.qkey != packet::recv_qkey(qp.qpn, attrs.qkey) {
+        stats.inc(Counter::QkeyViolations);
+        return;
+    }
+    let Some(taken) = qp.take_recv(rq) else {
+        // No receive posted: UD drops it (class D), as rxe does.
+        stats.inc(Counter::RcvDrops);
+        return;
+    };
+    let (wr_id, sgl) = match taken {
+        Ok(t) => t,
+        Err(status) => {
+            // A malformed receive WQE: the QP's failure (class A).
+            let cqe = qp.cqe(0, status, b::ib_wc_opcode_IB_WC_RECV, 0);
+            rq.queue.advance_consumer();
+            let _ = qp.rcq().post(&cqe, false);
+            qp.set_error(rq);
+            return;
+        }
+    };
+    let len = pkt.payload.len() as u64;
+    let grh_len = grh.len() as u64;
+    let placed = grh_len + len <= sgl.total
+        && sgl.scatter(qp.keys.get(), cache, 0, Src::Bytes(grh))
+        && sgl.scatter(qp.keys.get(), cache, grh_len, pkt.payload.src());
+    if !placed {
+        // Too long for the buffers (or they went away): dropped, the
+        // receive kept for the next datagram (class D, as rxe).
+        stats.inc(Counter::RcvDrops);
+        return;
+    }
+    let mut cqe = qp.cqe(
+        wr_id,
+        b::ib_wc_status_IB_WC_SUCCESS,
+        b::ib_wc_opcode_IB_WC_RECV,
+        (grh_len + len) as u32,
+    );
+    cqe.src_qp = deth.src_qpn;
+    cqe.wc_flags |= b::ib_wc_flags_IB_WC_GRH;
+    cqe.network = network_type(grh);
+    if h.opcode == op::UD_SEND_ONLY_IMM {
+        cqe.ex = h.ex;
+        cqe.wc_flags |= b::ib_wc_flags_IB_WC_WITH_IMM;
+    }
+    rq.queue.advance_consumer();
+    if qp.rcq().post(&cqe, h.solicited).is_err() {
+        qp.set_error(rq);
+    }
+}
+
+/// The network the header came over, as a kernel work completion reports
+/// it (RDMA_NETWORK_IPV4 or _IPV6): an IPv6 header starts the 40 bytes.
+fn network_type(grh: &NetworkHdr) -> u8 {
+    if grh[0] >> 4 == 6 {
+        b::rdma_network_type_RDMA_NETWORK_IPV6 as u8
+    } else {
+        b::rdma_network_type_RDMA_NETWORK_IPV4 as u8
+    }
+}

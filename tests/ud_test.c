@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * UD QPs and address handles on one oxe device, through the stock
+ * libibverbs and librxe: datagrams with the sender's IP header in the first
+ * 40 bytes of the receive buffer, Q_Keys (the privileged bit too), what a
+ * UD responder drops and counts, and the AH errors. kselftest harness.
+ */
+#define _GNU_SOURCE
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+#include <infiniband/verbs.h>
+
+#include "kselftest_harness.h"
+#include "oxe_test.h"
+
+#define BUF (64 * 1024)
+#define GRH 40
+#define QKEY 0x1234
+
+struct ud {
+	struct ibv_cq *cq;
+	struct ibv_qp *qp;
+	struct ibv_mr *mr;
+	char *buf;
+};
+
+static int ud_open(struct ibv_context *ctx, struct ibv_pd *pd, struct ud *u, uint32_t qkey)
+{
+	struct ibv_qp_init_attr qia = {
+		.qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 32, .max_recv_wr = 32, .max_send_sge = 2,
+			 .max_recv_sge = 2 },
+	};
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1, .qkey = qkey,
+	};
+
+	u->cq = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+	if (!u->cq)
+		return -1;
+	qia.send_cq = qia.recv_cq = u->cq;
+	u->qp = ibv_create_qp(pd, &qia);
+	if (!u->qp)
+		return -1;
+	if (ibv_modify_qp(u->qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT |
+			  IBV_QP_QKEY))
+		return -1;
+	a.qp_state = IBV_QPS_RTR;
+	if (ibv_modify_qp(u->qp, &a, IBV_QP_STATE))
+		return -1;
+	a.qp_state = IBV_QPS_RTS;
+	a.sq_psn = 7;
+	if (ibv_modify_qp(u->qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN))
+		return -1;
+	u->buf = mmap(NULL, BUF, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (u->buf == MAP_FAILED)
+		return -1;
+	u->mr = ibv_reg_mr(pd, u->buf, BUF, IBV_ACCESS_LOCAL_WRITE);
+	return u->mr ? 0 : -1;
+}
+
+/* An AH to this device's own IPv4 GID: loopback. */
+static struct ibv_ah *self_ah(struct ibv_context *ctx, struct ibv_pd *pd)
+{
+	int gi = gid_index(ctx);
+	struct ibv_ah_attr a = {
+		.is_global = 1, .port_num = 1,
+		.grh = { .sgid_index = gi, .hop_limit = 64 },
+	};
+
+	if (ibv_query_gid(ctx, 1, gi, &a.grh.dgid))
+		return NULL;
+	return ibv_create_ah(pd, &a);
+}
+
+static int ud_send(struct ud *u, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey, void *addr,
+		   uint32_t len, enum ibv_wr_opcode op, uint32_t imm, uint64_t id)
+{
+	struct ibv_sge sge = { (uintptr_t)addr, len, u->mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = id, .sg_list = &sge, .num_sge = 1, .opcode = op,
+		.send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(imm),
+		.wr.ud = { .ah = ah, .remote_qpn = qpn, .remote_qkey = qkey },
+	}, *bad;
+
+	return ibv_post_send(u->qp, &wr, &bad);
+}
+
+static int ud_recv(struct ud *u, void *addr, uint32_t len, uint64_t id)
+{
+	struct ibv_sge sge = { (uintptr_t)addr, len, u->mr->lkey };
+	struct ibv_recv_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	return ibv_post_recv(u->qp, &wr, &bad);
+}
+
+/* No completion on @cq within ~100 ms. */
+static int quiet(struct ibv_cq *cq)
+{
+	struct ibv_wc wc;
+
+	for (int i = 0; i < 100; i++) {
+		if (ibv_poll_cq(cq, 1, &wc))
+			return 0;
+		usleep(1000);
+	}
+	return 1;
+}
+
+/* A counter after the core's 10 ms cache of it ran out. */
+static long counter(struct ibv_context *ctx, const char *name)
+{
+	usleep(50000);
+	return port_counter(ctx, name);
+}
+
+FIXTURE(ud) {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_ah *ah;
+	struct ud a, b;
+};
+
+FIXTURE_SETUP(ud)
+{
+	self->ctx = open_dev();
+	ASSERT_NE(NULL, self->ctx);
+	self->pd = ibv_alloc_pd(self->ctx);
+	ASSERT_NE(NULL, self->pd);
+	ASSERT_EQ(0, ud_open(self->ctx, self->pd, &self->a, QKEY));
+	ASSERT_EQ(0, ud_open(self->ctx, self->pd, &self->b, QKEY));
+	self->ah = self_ah(self->ctx, self->pd);
+	ASSERT_NE(NULL, self->ah) TH_LOG("create_ah: %s", strerror(errno));
+}
+
+FIXTURE_TEARDOWN(ud)
+{
+}
+
+/*
+ * A datagram arrives whole after the 40 bytes of the GRH's place, which
+ * hold its IPv4 header (in the last 20, as rxe puts it), with the sender's
+ * QPN; the verbs library builds the answer's AH from it, and the answer
+ * goes back.
+ */
+TEST_F(ud, datagram_with_its_ip_header_and_an_answer)
+{
+	struct ibv_wc wc;
+	union ibv_gid gid;
+	struct ibv_ah *back;
+	unsigned char *h = (unsigned char *)self->b.buf;
+
+	for (int i = 0; i < 1000; i++)
+		self->a.buf[i] = i * 7 + 3;
+	ASSERT_EQ(0, ud_recv(&self->b, self->b.buf, GRH + 1024, 21));
+	ASSERT_EQ(0, ud_send(&self->a, self->ah, self->b.qp->qp_num, QKEY, self->a.buf, 1000,
+			     IBV_WR_SEND, 0, 1));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(IBV_WC_SEND, wc.opcode);
+	ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(IBV_WC_RECV, wc.opcode);
+	EXPECT_EQ(21, wc.wr_id);
+	EXPECT_EQ(GRH + 1000, wc.byte_len);
+	EXPECT_EQ(self->a.qp->qp_num, wc.src_qp);
+	EXPECT_TRUE(wc.wc_flags & IBV_WC_GRH);
+	EXPECT_EQ(0, memcmp(self->a.buf, self->b.buf + GRH, 1000));
+	/* IPv4, UDP, from and to this device's address, 20 + 8 + 12 + 4 +
+	 * 1000 + 4 bytes long. */
+	ASSERT_EQ(0, ibv_query_gid(self->ctx, 1, gid_index(self->ctx), &gid));
+	EXPECT_EQ(0x45, h[20]);
+	EXPECT_EQ(17, h[20 + 9]);
+	EXPECT_EQ(20 + 8 + 12 + 8 + 1000 + 4, h[22] << 8 | h[23]);
+	EXPECT_EQ(0, memcmp(h + 20 + 12, gid.raw + 12, 4));
+	EXPECT_EQ(0, memcmp(h + 20 + 16, gid.raw + 12, 4));
+
+	back = ibv_create_ah_from_wc(self->pd, &wc, (struct ibv_grh *)self->b.buf, 1);
+	ASSERT_NE(NULL, back) TH_LOG("create_ah_from_wc: %s", strerror(errno));
+	ASSERT_EQ(0, ud_recv(&self->a, self->a.buf + 4096, GRH + 64, 22));
+	ASSERT_EQ(0, ud_send(&self->b, back, wc.src_qp, QKEY, self->b.buf + GRH, 64,
+			     IBV_WR_SEND, 0, 2));
+	ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(22, wc.wr_id);
+	EXPECT_EQ(self->b.qp->qp_num, wc.src_qp);
+	EXPECT_EQ(0, memcmp(self->a.buf, self->a.buf + 4096 + GRH, 64));
+	EXPECT_EQ(0, ibv_destroy_ah(back));
+}
+
+/* Immediate data and a zero-length datagram: the GRH's 40 bytes alone. */
+TEST_F(ud, zero_length_with_immediate)
+{
+	struct ibv_wc wc;
+
+	ASSERT_EQ(0, ud_recv(&self->b, self->b.buf, GRH, 5));
+	ASSERT_EQ(0, ud_send(&self->a, self->ah, self->b.qp->qp_num, QKEY, self->a.buf, 0,
+			     IBV_WR_SEND_WITH_IMM, 0xfeed, 1));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(GRH, wc.byte_len);
+	EXPECT_TRUE(wc.wc_flags & IBV_WC_WITH_IMM);
+	EXPECT_EQ(0xfeed, ntohl(wc.imm_data));
+}
+
+/*
+ * A wrong Q_Key: dropped and counted (qkey_violations), no completion, the
+ * receive kept for the next datagram. A Q_Key with the privileged bit in
+ * the WR stands for the sending QP's own (the same as the receiver's here).
+ */
+TEST_F(ud, wrong_qkey_is_dropped_and_privileged_qkey_is_the_qps)
+{
+	struct ibv_wc wc;
+	long before = counter(self->ctx, "qkey_violations");
+
+	ASSERT_LE(0, before);
+	ASSERT_EQ(0, ud_recv(&self->b, self->b.buf, GRH + 64, 9));
+	ASSERT_EQ(0, ud_send(&self->a, self->ah, self->b.qp->qp_num, QKEY + 1, self->a.buf, 64,
+			     IBV_WR_SEND, 0, 1));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_TRUE(quiet(self->b.cq));
+	EXPECT_EQ(before + 1, counter(self->ctx, "qkey_violations"));
+	ASSERT_EQ(0, ud_send(&self->a, self->ah, self->b.qp->qp_num, 0x80000000, self->a.buf, 64,
+			     IBV_WR_SEND, 0, 2));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(9, wc.wr_id);
+}
+
+/*
+ * What a UD responder cannot take is dropped, counted in rcv_drops, and the
+ * QP carries on: a datagram with no receive posted, one longer than the
+ * receive's buffers (which stays for the next). One longer than the port's
+ * MTU is not sent at all, and that is no error (IBA C10-93.1.1, as rxe).
+ */
+TEST_F(ud, what_the_responder_cannot_take_is_dropped)
+{
+	struct ibv_wc wc;
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qia;
+	long drops = counter(self->ctx, "rcv_drops");
+	long sent = counter(self->ctx, "sent_pkts");
+
+	ASSERT_EQ(0, ud_send(&self->a, self->ah, self->b.qp->qp_num, QKEY, self->a.buf, 10,
+			     IBV_WR_SEND, 0, 1));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_TRUE(quiet(self->b.cq));
+	ASSERT_EQ(0, ud_recv(&self->b, self->b.buf, GRH + 100, 3));
+	ASSERT_EQ(0, ud_send(&self->a, self->ah, self->b.qp->qp_num, QKEY, self->a.buf, 101,
+			     IBV_WR_SEND, 0, 2));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_TRUE(quiet(self->b.cq));
+	EXPECT_EQ(drops + 2, counter(self->ctx, "rcv_drops"));
+	EXPECT_EQ(sent + 2, counter(self->ctx, "sent_pkts"));
+	/* 1500-byte netdev: MTU 1024. */
+	ASSERT_EQ(0, ud_send(&self->a, self->ah, self->b.qp->qp_num, QKEY, self->a.buf, 1025,
+			     IBV_WR_SEND, 0, 3));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(3, wc.wr_id);
+	EXPECT_EQ(sent + 2, counter(self->ctx, "sent_pkts"));
+	ASSERT_EQ(0, ud_send(&self->a, self->ah, self->b.qp->qp_num, QKEY, self->a.buf, 100,
+			     IBV_WR_SEND, 0, 4));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(3, wc.wr_id);
+	EXPECT_EQ(GRH + 100, wc.byte_len);
+	ASSERT_EQ(0, ibv_query_qp(self->b.qp, &qa, IBV_QP_STATE, &qia));
+	EXPECT_EQ(IBV_QPS_RTS, qa.qp_state);
+	EXPECT_EQ(IBV_QPT_UD, qia.qp_type);
+}
+
+/*
+ * AH errors: an unknown source GID index is refused; a send through an AH
+ * of another PD completes with LOC_QP_OP_ERR and the QP goes to ERR.
+ */
+TEST_F(ud, ah_errors)
+{
+	struct ibv_wc wc;
+	struct ibv_pd *pd2 = ibv_alloc_pd(self->ctx);
+	struct ibv_ah_attr bad = { .is_global = 1, .port_num = 1, .grh = { .sgid_index = 200 } };
+	struct ibv_ah *other;
+	struct ibv_qp_attr qa;
+	struct ibv_qp_init_attr qia;
+
+	ASSERT_NE(NULL, pd2);
+	EXPECT_EQ(NULL, ibv_create_ah(self->pd, &bad));
+	other = self_ah(self->ctx, pd2);
+	ASSERT_NE(NULL, other);
+	ASSERT_EQ(0, ud_recv(&self->b, self->b.buf, GRH + 64, 1));
+	ASSERT_EQ(0, ud_send(&self->a, other, self->b.qp->qp_num, QKEY, self->a.buf, 64,
+			     IBV_WR_SEND, 0, 7));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_LOC_QP_OP_ERR, wc.status);
+	EXPECT_EQ(7, wc.wr_id);
+	ASSERT_EQ(0, ibv_query_qp(self->a.qp, &qa, IBV_QP_STATE, &qia));
+	EXPECT_EQ(IBV_QPS_ERR, qa.qp_state);
+	EXPECT_TRUE(quiet(self->b.cq));
+	EXPECT_EQ(0, ibv_destroy_ah(other));
+}
+
+/*
+ * Many AHs: each gets a number of its own (librxe puts it in the WQE), the
+ * device's limit is rxe's, and a datagram through each of a few hundred
+ * arrives from the right QP.
+ */
+TEST_F(ud, many_ahs)
+{
+	enum { N = 300 };
+	struct ibv_ah **ahs = calloc(N, sizeof(*ahs));
+	struct ibv_device_attr da;
+	struct ibv_wc wc;
+	int got = 0;
+
+	ASSERT_NE(NULL, ahs);
+	ASSERT_EQ(0, ibv_query_device(self->ctx, &da));
+	EXPECT_EQ(32767, da.max_ah);
+	for (int i = 0; i < N; i++) {
+		ahs[i] = self_ah(self->ctx, self->pd);
+		ASSERT_NE(NULL, ahs[i]);
+	}
+	for (int i = 0; i < N; i++) {
+		ASSERT_EQ(0, ud_recv(&self->b, self->b.buf + (i % 16) * 128, GRH + 8, i));
+		ASSERT_EQ(0, ud_send(&self->a, ahs[i], self->b.qp->qp_num, QKEY, self->a.buf, 8,
+				     IBV_WR_SEND, 0, i));
+		ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+		ASSERT_EQ(IBV_WC_SUCCESS, wc.status);
+		ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
+		got += wc.status == IBV_WC_SUCCESS && wc.wr_id == (uint64_t)i &&
+		       wc.src_qp == self->a.qp->qp_num;
+	}
+	EXPECT_EQ(N, got);
+	for (int i = 0; i < N; i++)
+		EXPECT_EQ(0, ibv_destroy_ah(ahs[i]));
+	free(ahs);
+}
+
+TEST_HARNESS_MAIN
