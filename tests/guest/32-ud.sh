@@ -1,7 +1,8 @@
 #!/bin/sh
 # UD QPs, address handles and the GSI QP: tests/ud_test.c (kselftest
-# harness) through the stock libibverbs, then the kernel's MAD layer on
-# QP1. Afterwards no QP or AH is left and the module unloads.
+# harness) through the stock libibverbs, the kernel's MAD layer on QP1, and
+# rdma_cm's tools over it. Afterwards no QP is left but QP1 and the module
+# unloads.
 . "$(dirname "$0")/../lib.sh"
 
 oxe_load || { ktap_print_header; ktap_exit_fail_msg "rdma_oxe does not load"; }
@@ -22,6 +23,36 @@ else
 	echo "not ok 901 ud: the MAD layer has its GSI QP (QP1) on oxe0, no error logged"
 	rc=1
 fi
+
+# rdma_cm over oxe0: address and route resolution, then ib_cm's MADs on
+# QP1 (REQ, REP, RTU, DREQ; SIDR for UD). cm_pair N NAME SERVER CLIENT: the
+# client is retried while the server is not listening yet (rdma_cm
+# listeners have no socket to wait for); both must exit 0.
+cm_pair() {
+	n=$1 name=$2 srv_cmd=$3 cli_cmd=$4
+	timeout 120 $srv_cmd >/tmp/cm.srv 2>&1 &
+	srv=$!
+	ok=0
+	for i in 1 2 3 4 5 6 7 8 9 10; do
+		sleep 1
+		if timeout 120 $cli_cmd >/tmp/cm.cli 2>&1; then ok=1; break; fi
+		kill -0 $srv 2>/dev/null || break
+	done
+	wait $srv || ok=0
+	if [ $ok = 1 ]; then
+		echo "ok $n ud: $name"
+	else
+		sed 's/^/# srv: /' /tmp/cm.srv | tail -5; sed 's/^/# cli: /' /tmp/cm.cli | tail -5
+		echo "not ok $n ud: $name"
+		rc=1
+	fi
+}
+ip=10.77.0.1
+cm_pair 902 "rping -V, 200 pings with data verification (RC over rdma_cm)" \
+	"rping -s -a $ip -V -C 200" "rping -c -a $ip -V -C 200"
+cm_pair 903 "ucmatose: connections, sends, disconnect" "ucmatose" "ucmatose -s $ip"
+cm_pair 904 "udaddy: UD through rdma_cm (SIDR), sends both ways" "udaddy" "udaddy -s $ip"
+cm_pair 905 "rdma_server / rdma_client (librdmacm's example)" "rdma_server" "rdma_client -s $ip"
 
 left=$(rdma res show qp 2>/dev/null | grep "oxe0" | grep -vc "type GSI")
 rdma link delete oxe0

@@ -6,17 +6,21 @@
 # (completion events; perftest offers -e only for SEND). Then UC: the SEND
 # and WRITE tests with -c UC, ibv_uc_pingpong with --chk, and the counters
 # showing that UC between QPs of one device loses nothing; then UD: the SEND
-# tests with -c UD and ibv_ud_pingpong with --chk.
+# tests with -c UD and ibv_ud_pingpong with --chk; then -R (rdma_cm).
 . "$(dirname "$0")/../lib.sh"
 
 TESTS="ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat"
 ktap_print_header
-ktap_set_plan 42
+ktap_set_plan 46
 oxe_load && rdma link add oxe0 type oxe netdev eth0 || ktap_exit_fail_msg "no oxe0"
 port=18515
-# listening PORT PID: the server listens on PORT, or has exited (then the
-# client fails and its log says why).
-listening() { ss -ltn | grep -q ":$1 " || ! kill -0 "$2" 2>/dev/null; }
+# listening PORT PID: the server listens on PORT (a TCP socket, or an
+# rdma_cm ID with -R), or has exited (then the client fails and its log
+# says why).
+listening() {
+	ss -ltn | grep -q ":$1 " || rdma res show cm_id 2>/dev/null | grep -q "LISTEN.*:$1 " ||
+		! kill -0 "$2" 2>/dev/null
+}
 
 # run_pair NAME ARGS...: server and client with the same arguments; both exit 0.
 # -F: perftest calibrates its cycle counter against gettimeofday and gives up
@@ -110,12 +114,17 @@ check "UC between QPs of one device dropped nothing (rcv_drops)" [ "$drops" = "$
 # UD: datagrams up to the port's MTU (1024 on a 1500-byte netdev), through
 # address handles. As for UC, a datagram that finds no receive is dropped,
 # so the SEND bandwidth test runs for a duration.
-for t in "ib_send_bw -c UD -D 2" "ib_send_lat -c UD" "ib_send_bw -c UD -e -D 2" \
+for t in "ib_send_bw -c UD -D 2" "ib_send_lat -c UD" "ib_send_lat -c UD -e" \
 	"ib_send_lat -c UD -a -n 20"; do
 	run_pair "$t" $t
 done
 pingpong ibv_ud_pingpong "ibv_ud_pingpong --chk, 1000 B x 500" -s 1000 -n 500 -c
 pingpong ibv_ud_pingpong "ibv_ud_pingpong --chk -e (completion events)" -s 1000 -n 200 -c -e
+
+# rdma_cm (-R): the connection through ib_cm's MADs on the GSI QP, RC and UD.
+for t in "ib_send_bw -R" "ib_write_lat -R" "ib_read_bw -R" "ib_send_bw -R -c UD -D 2"; do
+	run_pair "$t" $t
+done
 
 # The port's performance agent (process_mad): sysfs counts loopback traffic
 # in 4-byte words, as the link's byte counters do.
