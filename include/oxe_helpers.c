@@ -237,6 +237,14 @@ void oxe_qp_event(struct ib_qp *qp, enum ib_event_type type)
 		qp->event_handler(&ev, qp->qp_context);
 }
 
+void oxe_srq_event(struct ib_srq *srq, enum ib_event_type type)
+{
+	struct ib_event ev = { .device = srq->device, .element.srq = srq, .event = type };
+
+	if (srq->event_handler)
+		srq->event_handler(&ev, srq->srq_context);
+}
+
 struct ib_ucontext *oxe_udata_ucontext(struct ib_udata *udata)
 {
 	if (!udata)

@@ -82,6 +82,7 @@ struct ib_ucontext *oxe_udata_ucontext(struct ib_udata *udata);
 void oxe_cq_comp_handler(struct ib_cq *cq);
 void oxe_cq_event(struct ib_cq *cq, enum ib_event_type type);
 void oxe_qp_event(struct ib_qp *qp, enum ib_event_type type);
+void oxe_srq_event(struct ib_srq *srq, enum ib_event_type type);
 struct workqueue_struct *oxe_alloc_wq(void);
 unsigned long oxe_nsecs_to_jiffies(u64 ns);
 

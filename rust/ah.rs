@@ -8,7 +8,6 @@
 //! replaced meanwhile is never used. Its entry points are in `ffi/ah.rs`.
 
 use kernel::prelude::*;
-use kernel::sync::atomic::{ordering, Atomic};
 use kernel::sync::Arc;
 use kernel::types::Opaque;
 use kernel::xarray::{AllocKind, XArray};
@@ -17,7 +16,7 @@ use crate::access::PdId;
 use crate::bindings as b;
 use crate::ib;
 use crate::ib::qp::Av;
-use crate::irqlock::without_bh;
+use crate::irqlock::{new_irq_spinlock, IrqSpinLock};
 use crate::params;
 
 /// The core allocates it (`size_ib_ah`); `ah` is written in place by
@@ -42,24 +41,25 @@ pub(crate) struct Ah {
 
 pub(crate) const AH_ATTR_SIZE: usize = core::mem::size_of::<b::rdma_ah_attr>();
 
-/// AH number -> AH. Created and destroyed in atomic context too (kernel
-/// clients without RDMA_CREATE_AH_SLEEPABLE), looked up by the send task:
-/// an xarray with BH disabled around every access, and no sleeping
-/// allocation under it.
+/// AH number -> AH. Created and destroyed in atomic context too, even with
+/// interrupts off (ib_cm creates its AHs under an irqsave spinlock), looked
+/// up by the send task: every access to the xarray is under `next`, an
+/// IRQ-safe lock, and allocates nothing that sleeps.
 #[pin_data]
 pub(crate) struct AhTable {
     #[pin]
     xa: XArray<Arc<Ah>>,
     /// Where the search for a free number starts: numbers are handed out
     /// cyclically, so a stale number in a WQE rarely names a new AH.
-    next: Atomic<u32>,
+    #[pin]
+    next: IrqSpinLock<u32>,
 }
 
 impl AhTable {
     pub(crate) fn new() -> impl PinInit<Self, Error> {
         try_pin_init!(AhTable {
             xa <- XArray::new(AllocKind::Alloc),
-            next: Atomic::new(1),
+            next <- new_irq_spinlock!(1),
         }? Error)
     }
 
@@ -67,26 +67,32 @@ impl AhTable {
     /// `MAX_AH` are taken.
     pub(crate) fn insert(&self, make: impl FnOnce(u32) -> Ah) -> Result<Arc<Ah>> {
         let max = params::MAX_AH;
-        let start = self.next.load(ordering::Relaxed).clamp(1, max);
-        without_bh(|| {
-            let mut xa = self.xa.lock();
-            let num = (0..max)
-                .map(|i| (start - 1 + i) % max + 1)
-                .find(|&n| xa.get(n as usize).is_none())
-                .ok_or(ENOMEM)?;
-            let ah = Arc::new(make(num), GFP_ATOMIC)?;
-            xa.store(num as usize, ah.clone(), GFP_ATOMIC)?;
-            self.next.store(num % max + 1, ordering::Relaxed);
-            Ok(ah)
-        })
+        let mut next = self.next.lock();
+        let start = (*next).clamp(1, max);
+        let mut xa = self.xa.lock();
+        let num = (0..max)
+            .map(|i| (start - 1 + i) % max + 1)
+            .find(|&n| xa.get(n as usize).is_none())
+            .ok_or(ENOMEM)?;
+        let ah = Arc::new(make(num), GFP_ATOMIC)?;
+        xa.store(num as usize, ah.clone(), GFP_ATOMIC)?;
+        *next = num % max + 1;
+        Ok(ah)
     }
 
     pub(crate) fn get(&self, num: u32) -> Option<Arc<Ah>> {
-        without_bh(|| self.xa.lock().get(num as usize).map(Arc::from))
+        let _irqs_off = self.next.lock();
+        let ah = self.xa.lock().get(num as usize).map(Arc::from);
+        ah
     }
 
     pub(crate) fn remove(&self, num: u32) {
-        let ah = without_bh(|| self.xa.lock().remove(num as usize));
+        let ah = {
+            let _irqs_off = self.next.lock();
+            let ah = self.xa.lock().remove(num as usize);
+            ah
+        };
+        // The last reference may go here, with interrupts on again.
         drop(ah);
     }
 }

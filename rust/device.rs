@@ -105,8 +105,12 @@ impl OxeDevice {
         a.max_qp_init_rd_atom = params::MAX_QP_INIT_RD_ATOM as c_int;
         a.atomic_cap = b::ib_atomic_cap_IB_ATOMIC_HCA;
         a.max_ah = params::MAX_AH as c_int;
-        // No SRQ, memory window or multicast verbs (the ops table has none):
-        // their limits stay 0, as do those of the other missing verbs.
+        a.max_srq = params::MAX_SRQ as c_int;
+        a.max_srq_wr = params::MAX_SRQ_WR as c_int;
+        a.max_srq_sge = params::MAX_SRQ_SGE as c_int;
+        // No memory window or multicast verbs (the ops table has none):
+        // their limits stay 0, as do those of the other missing verbs. SRQs
+        // are not resized (no IB_DEVICE_SRQ_RESIZE).
         a.max_fast_reg_page_list_len = params::MAX_FAST_REG_PAGE_LIST_LEN;
         a.max_pkeys = params::MAX_PKEYS;
         a.local_ca_ack_delay = params::LOCAL_CA_ACK_DELAY;

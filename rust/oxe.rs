@@ -41,6 +41,7 @@ mod queue;
 mod req;
 mod resp;
 mod sgl;
+mod srq;
 mod stats;
 mod ud;
 mod udp;

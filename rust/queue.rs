@@ -143,6 +143,11 @@ impl Queue {
         self.index == self.producer()
     }
 
+    /// Elements posted and not consumed yet.
+    pub(crate) fn posted(&self) -> u32 {
+        self.producer().wrapping_sub(self.index) & self.mask
+    }
+
     /// Element `n` after the next one to consume, copied into `out`, if
     /// posted. The consumer index does not move: the requester takes WQEs
     /// ahead of completing them.

@@ -411,7 +411,7 @@ fn request(
                 None => return Reply::Nak(Nak::Rnr),
                 Some(Err(status)) => {
                     let cqe = qp.cqe(0, status, b::ib_wc_opcode_IB_WC_RECV, 0);
-                    complete_recv(rq, cqe, false);
+                    complete_recv(qp, rq, cqe, false);
                     return fatal(qp, rq, Nak::RemoteOperational);
                 }
                 Some(Ok((wr_id, sgl))) => {
@@ -439,7 +439,7 @@ fn request(
             }
             // A WRITE with immediate consumes a receive: fail early (RNR)
             // before any byte lands.
-            if o == op::WRITE_ONLY_IMM && rq.queue.is_empty() {
+            if o == op::WRITE_ONLY_IMM && qp.recv_empty(rq) {
                 return Reply::Nak(Nak::Rnr);
             }
             let len = u64::from(reth.len);
@@ -467,7 +467,7 @@ fn request(
             if !matches!(rq.progress, Some(Progress::Write { .. })) {
                 return fatal(qp, rq, Nak::InvalidRequest);
             }
-            if o == op::WRITE_LAST_IMM && rq.queue.is_empty() {
+            if o == op::WRITE_LAST_IMM && qp.recv_empty(rq) {
                 return Reply::Nak(Nak::Rnr);
             }
             write_data(qp, rq, pkt, cache)
@@ -516,8 +516,8 @@ fn request(
 
 /// Consumes the receive WQE and holds its completion until the packet's
 /// response (ACK or NAK) is sent: see `receive`.
-fn complete_recv(rq: &mut RecvSide, cqe: Cqe, solicited: bool) {
-    rq.queue.advance_consumer();
+fn complete_recv(qp: &Qp, rq: &mut RecvSide, cqe: Cqe, solicited: bool) {
+    qp.consume_recv(rq);
     rq.completion = Some((cqe, solicited));
 }
 
@@ -571,6 +571,17 @@ fn send_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache)
         // The message does not fit the posted buffers. UC drops it and
         // keeps the receive (class D).
         if qp.uc() {
+            if qp.srq.is_some() {
+                // Its WQE came from the SRQ and is gone: it completes in
+                // error, the QP carries on (class E).
+                let cqe = qp.cqe(
+                    wr_id,
+                    b::ib_wc_status_IB_WC_LOC_LEN_ERR,
+                    b::ib_wc_opcode_IB_WC_RECV,
+                    0,
+                );
+                complete_recv(qp, rq, cqe, false);
+            }
             return Reply::Nak(Nak::InvalidRequest);
         }
         let cqe = qp.cqe(
@@ -579,7 +590,7 @@ fn send_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache)
             b::ib_wc_opcode_IB_WC_RECV,
             0,
         );
-        complete_recv(rq, cqe, false);
+        complete_recv(qp, rq, cqe, false);
         return fatal(qp, rq, Nak::InvalidRequest);
     }
     if !is_last(pkt.hdr.opcode) {
@@ -605,7 +616,7 @@ fn send_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache)
         cqe.wc_flags |= b::ib_wc_flags_IB_WC_WITH_INVALIDATE;
     }
     rq.progress = None;
-    complete_recv(rq, cqe, pkt.hdr.solicited);
+    complete_recv(qp, rq, cqe, pkt.hdr.solicited);
     Reply::Ack
 }
 
@@ -654,7 +665,7 @@ fn write_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache
         );
         cqe.ex = pkt.hdr.ex;
         cqe.wc_flags |= b::ib_wc_flags_IB_WC_WITH_IMM;
-        complete_recv(rq, cqe, pkt.hdr.solicited);
+        complete_recv(qp, rq, cqe, pkt.hdr.solicited);
     }
     Reply::Ack
 }

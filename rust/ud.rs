@@ -75,7 +75,7 @@ pub(crate) fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut
         Err(status) => {
             // A malformed receive WQE: the QP's failure (class A).
             let cqe = qp.cqe(0, status, b::ib_wc_opcode_IB_WC_RECV, 0);
-            rq.queue.advance_consumer();
+            qp.consume_recv(rq);
             let _ = qp.rcq().post(&cqe, false);
             qp.set_error(rq);
             return;
@@ -88,8 +88,20 @@ pub(crate) fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut
         && sgl.scatter(qp.keys.get(), cache, grh_len, pkt.payload.src());
     if !placed {
         // Too long for the buffers (or they went away): dropped, the
-        // receive kept for the next datagram (class D, as rxe).
+        // receive kept for the next datagram (class D, as rxe); one taken
+        // from an SRQ is gone, and completes in error (class E).
         stats.inc(Counter::RcvDrops);
+        if qp.srq.is_some() {
+            let cqe = qp.cqe(
+                wr_id,
+                b::ib_wc_status_IB_WC_LOC_LEN_ERR,
+                b::ib_wc_opcode_IB_WC_RECV,
+                0,
+            );
+            if qp.rcq().post(&cqe, false).is_err() {
+                qp.set_error(rq);
+            }
+        }
         return;
     }
     let mut cqe = qp.cqe(
@@ -105,7 +117,7 @@ pub(crate) fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut
         cqe.ex = h.ex;
         cqe.wc_flags |= b::ib_wc_flags_IB_WC_WITH_IMM;
     }
-    rq.queue.advance_consumer();
+    qp.consume_recv(rq);
     if qp.rcq().post(&cqe, h.solicited).is_err() {
         qp.set_error(rq);
     }

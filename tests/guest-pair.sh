@@ -46,6 +46,13 @@ $A ibv_uc_pingpong -s 4096 -n 200 -c
 $B ibv_uc_pingpong -s 4096 -n 200 -c
 $A ib_write_bw -c UC -n 500
 $B ib_write_bw -c UC -n 500
+$A ibv_ud_pingpong -s 1000 -n 200 -c
+$B ibv_ud_pingpong -s 1000 -n 200 -c
+$A ib_send_lat -c UD -n 500
+$B rping -C 100
+$A ucmatose
+$B udaddy
+$A ib_send_bw -R -n 500
 $B ibv_rc_pingpong -s 4096 -n 200 -c @ipv6
 $A tests/bin/xfer_check -s 1048576 -n 100
 $B tests/bin/xfer_check -s 1000000 -n 20 @ipv6
@@ -94,20 +101,34 @@ echo "$list" | while read -r srv tool args; do
 	# @ipv6: over GID 0, the link-local IPv6 address of each end's eth0.
 	case $args in *@ipv6) args=${args%@ipv6}; g="-g 0"
 		wait_for 10 sh -c "grep -qs '^fe80:' $IBDIR/$dev/ports/1/gids/0" ;; esac
+	# The server's and the client's arguments: rdma_cm's tools find the
+	# device by address and take no device or GID.
+	sargs="$args -d $dev $g" cargs="$args -d $dev $g $srv" cm=
+	case $tool in
+	rping) sargs="-s -a $me -V $args" cargs="-c -a $srv -V $args" cm=1 ;;
+	ucmatose | udaddy) sargs=$args cargs="$args -s $srv" cm=1 ;;
+	esac
+	case " $args " in *" -R "*) cm=1 ;; esac
 	if [ "$srv" = - ]; then
 		role="link"
 		$tool $args >/tmp/pair.out 2>&1
 		rc=$?
 	elif [ "$srv" = "$me" ]; then
 		role="serves"
-		timeout 120 $perf $tool $args -d $dev $g </dev/null >/tmp/pair.out 2>&1
+		timeout 120 $perf $tool $sargs </dev/null >/tmp/pair.out 2>&1
 		rc=$?
 	else
 		role="client"
+		# Retried while the server is not listening yet: perftest and the
+		# pingpongs say so; an rdma_cm tool is rejected and fails.
 		for i in $(seq 120); do
-			timeout 120 $perf $tool $args -d $dev $g "$srv" </dev/null >/tmp/pair.out 2>&1
+			timeout 120 $perf $tool $cargs </dev/null >/tmp/pair.out 2>&1
 			rc=$?
-			grep -q "Couldn't connect" /tmp/pair.out || break
+			if [ -n "$cm" ]; then
+				[ $rc = 0 ] || [ $i -ge 30 ] && break
+			else
+				grep -q "Couldn't connect" /tmp/pair.out || break
+			fi
 			sleep 1
 		done
 	fi

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * UD QPs and address handles on one oxe device, through the stock
+ * UD QPs, address handles and SRQs on one oxe device, through the stock
  * libibverbs and librxe: datagrams with the sender's IP header in the first
  * 40 bytes of the receive buffer, Q_Keys (the privileged bit too), what a
- * UD responder drops and counts, and the AH errors. kselftest harness.
+ * UD responder drops and counts, the AH errors; QPs of several types sharing
+ * one SRQ, its limit event, "last WQE reached", RNR on an empty SRQ.
+ * kselftest harness.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <poll.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -346,6 +349,245 @@ TEST_F(ud, many_ahs)
 	for (int i = 0; i < N; i++)
 		EXPECT_EQ(0, ibv_destroy_ah(ahs[i]));
 	free(ahs);
+}
+
+/*
+ * SRQs: two RC receivers and a UD one take their receives from one SRQ;
+ * their senders are QPs of their own.
+ */
+#define SRQ_WR 16
+
+FIXTURE(srq) {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ibv_srq *srq;
+	struct ibv_cq *cq;
+	struct ibv_qp *rc[2], *rcv[2];
+	struct ud tx, rx;
+	struct ibv_mr *mr;
+	char *buf;
+};
+
+static struct ibv_qp *rc_qp(struct ibv_pd *pd, struct ibv_cq *cq, struct ibv_srq *srq)
+{
+	struct ibv_qp_init_attr qia = {
+		.qp_type = IBV_QPT_RC, .send_cq = cq, .recv_cq = cq, .srq = srq,
+		.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+
+	return ibv_create_qp(pd, &qia);
+}
+
+static int srq_post(struct ibv_srq *srq, void *addr, uint32_t len, uint32_t lkey, uint64_t id)
+{
+	struct ibv_sge sge = { (uintptr_t)addr, len, lkey };
+	struct ibv_recv_wr wr = { .wr_id = id, .sg_list = &sge, .num_sge = 1 }, *bad;
+
+	return ibv_post_srq_recv(srq, &wr, &bad);
+}
+
+/* The next asynchronous event of @ctx within 5 s, or -1. */
+static int async_event(struct ibv_context *ctx)
+{
+	struct pollfd p = { .fd = ctx->async_fd, .events = POLLIN };
+	struct ibv_async_event ev;
+	int type;
+
+	if (poll(&p, 1, 5000) != 1 || ibv_get_async_event(ctx, &ev))
+		return -1;
+	type = ev.event_type;
+	ibv_ack_async_event(&ev);
+	return type;
+}
+
+FIXTURE_SETUP(srq)
+{
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = SRQ_WR, .max_sge = 1 } };
+	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+	struct ibv_qp_init_attr qia = {
+		.qp_type = IBV_QPT_UD,
+		.cap = { .max_send_wr = 16, .max_send_sge = 1 },
+	};
+	struct ibv_qp_attr a = {
+		.qp_state = IBV_QPS_INIT, .pkey_index = 0, .port_num = 1, .qkey = QKEY,
+	};
+
+	self->ctx = open_dev();
+	ASSERT_NE(NULL, self->ctx);
+	self->pd = ibv_alloc_pd(self->ctx);
+	ASSERT_NE(NULL, self->pd);
+	self->srq = ibv_create_srq(self->pd, &sa);
+	ASSERT_NE(NULL, self->srq) TH_LOG("create_srq: %s", strerror(errno));
+	self->cq = ibv_create_cq(self->ctx, 256, NULL, NULL, 0);
+	ASSERT_NE(NULL, self->cq);
+	for (int i = 0; i < 2; i++) {
+		self->rc[i] = rc_qp(self->pd, self->cq, NULL);
+		self->rcv[i] = rc_qp(self->pd, self->cq, self->srq);
+		ASSERT_NE(NULL, self->rc[i]);
+		ASSERT_NE(NULL, self->rcv[i]) TH_LOG("QP on an SRQ: %s", strerror(errno));
+		ASSERT_EQ(0, connect_rc(self->ctx, self->rc[i], self->rcv[i]->qp_num, acc, 7));
+		ASSERT_EQ(0, connect_rc(self->ctx, self->rcv[i], self->rc[i]->qp_num, acc, 7));
+	}
+	/* A UD receiver on the same SRQ, and a UD sender. */
+	ASSERT_EQ(0, ud_open(self->ctx, self->pd, &self->tx, QKEY));
+	self->rx.cq = self->cq;
+	qia.send_cq = qia.recv_cq = self->cq;
+	qia.srq = self->srq;
+	self->rx.qp = ibv_create_qp(self->pd, &qia);
+	ASSERT_NE(NULL, self->rx.qp);
+	ASSERT_EQ(0, ibv_modify_qp(self->rx.qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
+				   IBV_QP_PORT | IBV_QP_QKEY));
+	a.qp_state = IBV_QPS_RTR;
+	ASSERT_EQ(0, ibv_modify_qp(self->rx.qp, &a, IBV_QP_STATE));
+	self->buf = mmap(NULL, BUF, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(MAP_FAILED, self->buf);
+	self->mr = ibv_reg_mr(self->pd, self->buf, BUF, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(NULL, self->mr);
+}
+
+FIXTURE_TEARDOWN(srq)
+{
+}
+
+/*
+ * RC and UD receivers share the SRQ: each message takes the next receive,
+ * whichever QP it is for, and completes with that QP's number.
+ */
+TEST_F(srq, qps_of_two_types_share_one_srq)
+{
+	struct ibv_ah *ah = self_ah(self->ctx, self->pd);
+	struct ibv_wc wc;
+	uint32_t seen[3] = {};
+	struct ibv_srq_attr sa;
+
+	ASSERT_NE(NULL, ah);
+	ASSERT_EQ(0, ibv_query_srq(self->srq, &sa));
+	EXPECT_LE(SRQ_WR, sa.max_wr);
+	for (int i = 0; i < 6; i++)
+		ASSERT_EQ(0, srq_post(self->srq, self->buf + i * 2048, 2048, self->mr->lkey, 100 + i));
+	for (int i = 0; i < 6; i++) {
+		int ud = i % 3 == 2, recvs = 0;
+
+		memset(self->tx.buf, 'a' + i, 512);
+		if (ud) {
+			ASSERT_EQ(0, ud_send(&self->tx, ah, self->rx.qp->qp_num, QKEY, self->tx.buf,
+					     512, IBV_WR_SEND, 0, i));
+			ASSERT_EQ(1, wait_wc(self->tx.cq, &wc));
+			ASSERT_EQ(IBV_WC_SUCCESS, wc.status);
+		} else {
+			ASSERT_EQ(0, post(self->rc[i % 3], IBV_WR_SEND, self->tx.buf, 512,
+					  self->tx.mr->lkey, 0, 0, i));
+		}
+		/* The receive, and an RC sender's completion, on the shared CQ. */
+		for (int n = 0; n < (ud ? 1 : 2); n++) {
+			ASSERT_EQ(1, wait_wc(self->cq, &wc));
+			ASSERT_EQ(IBV_WC_SUCCESS, wc.status) TH_LOG("message %d: %s", i,
+							      ibv_wc_status_str(wc.status));
+			if (wc.opcode != IBV_WC_RECV)
+				continue;
+			recvs++;
+			EXPECT_EQ(100 + i, wc.wr_id);
+			for (int q = 0; q < 3; q++)
+				seen[q] += wc.qp_num == (q < 2 ? self->rcv[q] : self->rx.qp)->qp_num;
+			/* UD: the payload after the GRH's place. */
+			EXPECT_EQ('a' + i, self->buf[i * 2048 + (ud ? GRH : 0) + 511]);
+		}
+		EXPECT_EQ(1, recvs);
+	}
+	EXPECT_EQ(2, seen[0]);
+	EXPECT_EQ(2, seen[1]);
+	EXPECT_EQ(2, seen[2]);
+	ibv_destroy_ah(ah);
+}
+
+/*
+ * The limit: armed at 4 with 8 posted, IBV_EVENT_SRQ_LIMIT_REACHED comes once
+ * fewer than 4 are left, and disarms it (the query shows 0).
+ */
+TEST_F(srq, limit_event)
+{
+	struct pollfd p = { .fd = self->ctx->async_fd, .events = POLLIN };
+	struct ibv_srq_attr sa = { .srq_limit = 4 };
+	struct ibv_wc wc;
+	int got = 0;
+
+	for (int i = 0; i < 8; i++)
+		ASSERT_EQ(0, srq_post(self->srq, self->buf + i * 64, 64, self->mr->lkey, i));
+	ASSERT_EQ(0, ibv_modify_srq(self->srq, &sa, IBV_SRQ_LIMIT));
+	ASSERT_EQ(0, ibv_query_srq(self->srq, &sa));
+	EXPECT_EQ(4, sa.srq_limit);
+	for (int i = 0; i < 5; i++) {
+		ASSERT_EQ(0, post(self->rc[0], IBV_WR_SEND, self->tx.buf, 8, self->tx.mr->lkey, 0, 0,
+				  i));
+		for (int n = 0; n < 2; n++) {
+			ASSERT_EQ(1, wait_wc(self->cq, &wc));
+		}
+	}
+	EXPECT_EQ(IBV_EVENT_SRQ_LIMIT_REACHED, async_event(self->ctx));
+	ASSERT_EQ(0, ibv_query_srq(self->srq, &sa));
+	EXPECT_EQ(0, sa.srq_limit);
+	/* Once only: a sixth message raises nothing. */
+	ASSERT_EQ(0, post(self->rc[0], IBV_WR_SEND, self->tx.buf, 8, self->tx.mr->lkey, 0, 0, 9));
+	for (int n = 0; n < 2; n++) {
+		got += wait_wc(self->cq, &wc);
+	}
+	EXPECT_EQ(2, got);
+	EXPECT_EQ(0, poll(&p, 1, 200));
+}
+
+/*
+ * An empty SRQ makes an RC sender wait (RNR) until a receive is posted; a
+ * receiver QP put in ERR raises IBV_EVENT_QP_LAST_WQE_REACHED, and the SRQ's
+ * receives stay for the others.
+ */
+TEST_F(srq, rnr_on_empty_srq_and_last_wqe_reached)
+{
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_ERR };
+	struct ibv_wc wc;
+
+	ASSERT_EQ(0, post(self->rc[0], IBV_WR_SEND, self->tx.buf, 100, self->tx.mr->lkey, 0, 0, 1));
+	usleep(100000);
+	EXPECT_EQ(0, ibv_poll_cq(self->cq, 1, &wc));
+	ASSERT_EQ(0, srq_post(self->srq, self->buf, 4096, self->mr->lkey, 50));
+	ASSERT_EQ(1, wait_wc(self->cq, &wc));
+	ASSERT_EQ(1, wait_wc(self->cq, &wc));
+	ASSERT_EQ(IBV_WC_SUCCESS, wc.status);
+
+	ASSERT_EQ(0, srq_post(self->srq, self->buf, 4096, self->mr->lkey, 51));
+	ASSERT_EQ(0, ibv_modify_qp(self->rcv[0], &qa, IBV_QP_STATE));
+	EXPECT_EQ(IBV_EVENT_QP_LAST_WQE_REACHED, async_event(self->ctx));
+	/* The receive is still the SRQ's: the other RC receiver takes it. */
+	ASSERT_EQ(0, post(self->rc[1], IBV_WR_SEND, self->tx.buf, 100, self->tx.mr->lkey, 0, 0, 2));
+	for (int n = 0; n < 2; n++) {
+		ASSERT_EQ(1, wait_wc(self->cq, &wc));
+		EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+		if (wc.opcode == IBV_WC_RECV) {
+			EXPECT_EQ(51, wc.wr_id);
+			EXPECT_EQ(self->rcv[1]->qp_num, wc.qp_num);
+		}
+	}
+}
+
+/* Bad input: rxe's limits, resizing not offered, and a QP on an SRQ has no
+ * receive queue of its own. */
+TEST_F(srq, errors)
+{
+	struct ibv_srq_init_attr big = { .attr = { .max_wr = (1 << 20) + 1, .max_sge = 1 } };
+	struct ibv_srq_init_attr sges = { .attr = { .max_wr = 16, .max_sge = 28 } };
+	struct ibv_srq_attr sa = { .max_wr = 64, .srq_limit = SRQ_WR + 100 };
+	struct ibv_device_attr da;
+
+	ASSERT_EQ(0, ibv_query_device(self->ctx, &da));
+	EXPECT_EQ(27, da.max_srq_sge);
+	EXPECT_EQ(1 << 20, da.max_srq_wr);
+	EXPECT_FALSE(da.device_cap_flags & IBV_DEVICE_SRQ_RESIZE);
+	EXPECT_EQ(NULL, ibv_create_srq(self->pd, &big));
+	EXPECT_EQ(NULL, ibv_create_srq(self->pd, &sges));
+	EXPECT_NE(0, ibv_modify_srq(self->srq, &sa, IBV_SRQ_MAX_WR));
+	EXPECT_NE(0, ibv_modify_srq(self->srq, &sa, IBV_SRQ_LIMIT));
+	/* The SRQ is in use: destroying it first is refused. */
+	EXPECT_EQ(EBUSY, ibv_destroy_srq(self->srq));
 }
 
 TEST_HARNESS_MAIN

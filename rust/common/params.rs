@@ -31,6 +31,13 @@ pub const MAX_QP_INIT_RD_ATOM: u32 = 128;
 pub const MAX_RES_RD_ATOM: u32 = 0x3f000;
 pub const MAX_FAST_REG_PAGE_LIST_LEN: u32 = 512;
 pub const MAX_PKEYS: u16 = 64;
+/// Shared receive queues, as rxe (RXE_MAX_SRQ, RXE_MAX_SRQ_WR,
+/// RXE_MAX_SRQ_SGE, RXE_MIN_SRQ_WR).
+pub const MAX_SRQ: u32 = DEFAULT_MAX - MIN_SRQ_INDEX;
+pub const MIN_SRQ_INDEX: u32 = 0x0002_0001;
+pub const MAX_SRQ_WR: u32 = DEFAULT_MAX;
+pub const MAX_SRQ_SGE: u32 = 27;
+pub const MIN_SRQ_WR: u32 = 16;
 /// Address handles per device, as rxe (RXE_MAX_AH); numbered 1..=MAX_AH.
 pub const MAX_AH: u32 = (1 << 15) - 1;
 pub const LOCAL_CA_ACK_DELAY: u8 = 15;

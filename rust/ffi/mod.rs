@@ -20,7 +20,7 @@
 //! in place ([`init_in_place`]) in the core's zeroed memory and dropped in
 //! place ([`drop_in_place`]) by the matching destroy verb.
 //!
-//! Adding a verb (the SRQ's and MW's are next), as `ffi/qp.rs` does:
+//! Adding a verb (the MW's are next), as `ffi/qp.rs` does:
 //!
 //! - In the domain file, the object is `#[repr(C)]` with the core's struct
 //!   first, as `Opaque`, and the driver's part after it, declared with
@@ -49,6 +49,7 @@ use crate::device::OxeUcontext;
 use crate::params;
 use crate::pd::OxePd;
 use crate::qp::OxeQp;
+use crate::srq::OxeSrq;
 
 pub(crate) mod ah;
 pub(crate) mod cq;
@@ -57,6 +58,7 @@ pub(crate) mod mr;
 pub(crate) mod net;
 pub(crate) mod pd;
 pub(crate) mod qp;
+pub(crate) mod srq;
 
 pub(crate) use crate::ib::{drop_in_place, from_ib, ib_ptr, init_in_place, CoreRef};
 
@@ -134,5 +136,12 @@ pub(crate) fn device_ops() -> b::ib_device_ops {
     ops.post_send = Some(qp::post_send);
     ops.post_recv = Some(qp::post_recv);
     ops.size_ib_qp = size_of::<OxeQp>();
+    // SRQ.
+    ops.create_srq = Some(srq::create_srq);
+    ops.modify_srq = Some(srq::modify_srq);
+    ops.query_srq = Some(srq::query_srq);
+    ops.destroy_srq = Some(srq::destroy_srq);
+    ops.post_srq_recv = Some(srq::post_srq_recv);
+    ops.size_ib_srq = size_of::<OxeSrq>();
     ops
 }

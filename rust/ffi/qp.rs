@@ -53,7 +53,7 @@ pub(super) unsafe extern "C" fn create_qp(
         b::ib_qp_type_IB_QPT_GSI if udata.is_none() => {}
         _ => return crate::eopnotsupp().to_errno(),
     }
-    if !a.srq.is_null() || a.create_flags != 0 {
+    if a.create_flags != 0 {
         return crate::eopnotsupp().to_errno();
     }
     if a.send_cq.is_null() || a.recv_cq.is_null() {
@@ -79,6 +79,9 @@ pub(super) unsafe extern "C" fn create_qp(
             cap: &mut a.cap,
             sq_sig_all: a.sq_sig_type == b::ib_sig_type_IB_SIGNAL_ALL_WR,
             qp_type: a.qp_type,
+            // SAFETY: the core checked that the SRQ belongs to this device
+            // and keeps it until the QP is destroyed.
+            srq: (!a.srq.is_null()).then(|| super::srq::srq(a.srq)),
             handle: QpHandle::new(NonNull::new_unchecked(ib)),
         }
     };
@@ -153,7 +156,7 @@ pub(super) unsafe extern "C" fn query_qp(
 /// # Safety
 ///
 /// `list` points to `n` SGEs, valid for as long as the result is used.
-unsafe fn sge(list: *const b::ib_sge, n: u32, i: u32) -> Option<Sge> {
+pub(super) unsafe fn sge(list: *const b::ib_sge, n: u32, i: u32) -> Option<Sge> {
     if i >= n {
         return None;
     }

@@ -17,6 +17,7 @@ use crate::bindings as b;
 pub(crate) mod cq;
 pub(crate) mod qp;
 pub(crate) mod skb;
+pub(crate) mod srq;
 pub(crate) mod udata;
 
 pub(crate) use udata::Udata;

@@ -36,6 +36,7 @@ use crate::pkt::Packet;
 use crate::queue::Queue;
 use crate::replay::{AtomicLog, Saved};
 use crate::sgl::Sgl;
+use crate::srq::Srq;
 use crate::stats::{Counter, Counters};
 use crate::wqe;
 
@@ -185,6 +186,8 @@ pub(crate) struct RecvSide {
     pub(crate) completion: Option<(Cqe, bool)>,
     /// The first packet arrived (IB_EVENT_COMM_EST raised in RTR).
     pub(crate) established: bool,
+    /// IB_EVENT_QP_LAST_WQE_REACHED was raised (a QP with an SRQ, in ERR).
+    pub(crate) last_wqe: bool,
 }
 
 /// Packets waiting for the QP's tasks. Pushed from any context, so it is an
@@ -209,6 +212,8 @@ pub(crate) struct Qp {
     pub(crate) peers: CoreRef<QpTable>,
     /// The device's address handles, for UD sends.
     pub(crate) ahs: CoreRef<AhTable>,
+    /// The SRQ its receives come from (then its own RQ stays empty).
+    pub(crate) srq: Option<Arc<Srq>>,
     /// The device's netdev, which the wire sends on.
     pub(crate) ndev: NetDev,
     /// The device's counters.
@@ -430,8 +435,14 @@ impl Qp {
     }
 
     /// Takes the next receive WQE for a SEND or a WRITE with immediate: its
-    /// SGEs checked for local write. `None`: the RQ is empty (RNR).
+    /// SGEs checked for local write. `None`: the RQ is empty (RNR). The RQ's
+    /// WQE stays posted until [`Qp::consume_recv`]; an SRQ's is consumed
+    /// now (another QP must not take it), its lkeys checked against the
+    /// SRQ's PD.
     pub(crate) fn take_recv(&self, rq: &mut RecvSide) -> Option<Result<(u64, Sgl), u32>> {
+        if let Some(srq) = &self.srq {
+            return srq.take(self.keys.get(), srq.pd);
+        }
         if !rq.queue.peek_into(&mut rq.wqe) {
             return None;
         }
@@ -452,6 +463,22 @@ impl Qp {
         )
     }
 
+    /// Consumes the receive WQE [`Qp::take_recv`] returned (an SRQ's is
+    /// consumed already).
+    pub(crate) fn consume_recv(&self, rq: &mut RecvSide) {
+        if self.srq.is_none() {
+            rq.queue.advance_consumer();
+        }
+    }
+
+    /// No receive is posted (RNR for a WRITE with immediate).
+    pub(crate) fn recv_empty(&self, rq: &RecvSide) -> bool {
+        match &self.srq {
+            Some(srq) => srq.is_empty(),
+            None => rq.queue.is_empty(),
+        }
+    }
+
     /// Completes every posted receive with WR_FLUSH_ERR. One pass over at
     /// most the ring's capacity: user space may keep posting meanwhile, and
     /// what it posts after the flush began is not the flush's business.
@@ -459,6 +486,24 @@ impl Qp {
         // A completion held back comes first: its WQE was consumed first.
         if let Some((cqe, solicited)) = rq.completion.take() {
             let _ = self.rcq().post(&cqe, solicited);
+        }
+        if self.srq.is_some() {
+            // A SEND in progress took its WQE from the SRQ: it is flushed
+            // here, the SRQ's others stay for the other QPs. Then "last WQE
+            // reached": nothing of the SRQ is this QP's any more.
+            if let Some(flight::Progress::Send { wr_id, .. }) = &rq.progress {
+                let cqe = self.cqe(
+                    *wr_id,
+                    b::ib_wc_status_IB_WC_WR_FLUSH_ERR,
+                    b::ib_wc_opcode_IB_WC_RECV,
+                    0,
+                );
+                let _ = self.rcq().post(&cqe, false);
+            }
+            if !rq.last_wqe {
+                rq.last_wqe = true;
+                self.event(b::ib_event_type_IB_EVENT_QP_LAST_WQE_REACHED);
+            }
         }
         rq.progress = None;
         rq.read = None;
@@ -532,6 +577,7 @@ impl Qp {
         rq.drop_msg = false;
         rq.atomics.clear();
         rq.established = false;
+        rq.last_wqe = false;
         // Packets are dropped outside the IRQ-off lock: dropping one may
         // put the last reference on a page.
         while self.next_request().is_some() {}

@@ -24,6 +24,7 @@ use crate::mr::Keys;
 use crate::params;
 use crate::queue::{self, Queue};
 use crate::replay::{AtomicLog, Saved, ATOMIC_LOG_LEN};
+use crate::srq::Srq;
 use crate::stats::Counters;
 use crate::wqe::{self, Sge};
 
@@ -54,6 +55,8 @@ pub(crate) struct CreateArgs<'a> {
     pub(crate) qp_type: u32,
     /// The device's address handles, for UD sends.
     pub(crate) ahs: CoreRef<AhTable>,
+    /// The SRQ its receives come from, if any (then it has no RQ of its own).
+    pub(crate) srq: Option<Arc<Srq>>,
     pub(crate) handle: QpHandle,
 }
 
@@ -88,7 +91,14 @@ impl Qp {
             return Err(EINVAL);
         }
         let sq = Queue::new(c.max_send_wr, send_elem(c.max_send_sge, c.max_inline_data))?;
-        let rq = Queue::new(c.max_recv_wr.max(1), recv_elem(c.max_recv_sge.max(1)))?;
+        // With an SRQ the RQ is an empty ring of one slot, never offered to
+        // user space (librxe maps none) and never posted to.
+        let srq = args.srq;
+        let rq = if srq.is_some() {
+            Queue::new(1, recv_elem(1))?
+        } else {
+            Queue::new(c.max_recv_wr.max(1), recv_elem(c.max_recv_sge.max(1)))?
+        };
         // What the rings can hold, reported back like rxe does.
         let send_room = (sq.elem_size() - wqe::SEND_WQE_SGE_OFFSET) as u32;
         c.max_send_wr = sq.capacity();
@@ -97,13 +107,19 @@ impl Qp {
         c.max_recv_wr = rq.capacity();
         c.max_recv_sge = (((rq.elem_size() - wqe::RECV_WQE_SGE_OFFSET) / wqe::SGE_SIZE) as u32)
             .min(params::MAX_SGE);
+        if srq.is_some() {
+            c.max_recv_wr = 0;
+            c.max_recv_sge = 0;
+        }
 
         let (keys, peers, ndev, stats) = (args.keys, args.peers, args.ndev, args.stats);
         let (sq_elem, rq_elem) = (sq.elem_size(), rq.elem_size());
         let (ksq, krq) = if user {
             (None, None)
         } else {
-            (Some(sq.kernel_producer()), Some(rq.kernel_producer()))
+            // A kernel QP with an SRQ takes no post_recv (EINVAL).
+            let krq = srq.is_none().then(|| rq.kernel_producer());
+            (Some(sq.kernel_producer()), krq)
         };
         let mut sq_wqe = KVec::new();
         sq_wqe.resize(sq_elem, 0, GFP_KERNEL)?;
@@ -167,6 +183,7 @@ impl Qp {
                     sq_sig_all,
                     qp_type,
                     ahs,
+                    srq: srq.clone(),
                     user,
                     max_send_sge,
                     max_inline,
@@ -197,6 +214,7 @@ impl Qp {
                         drop_msg: false,
                         atomics,
                         established: false,
+                        last_wqe: false,
                         completion: None,
                     }),
                     ksq <- new_irq_spinlock!(ksq),
@@ -218,7 +236,9 @@ impl Qp {
         let uc = udata.ucontext().ok_or(EINVAL)?;
         let mmaps = uc.mmaps()?;
         let mut resp: b::rxe_create_qp_resp = pin_init::zeroed();
-        resp.rq_mi = mmaps.offer(offsets, self.rq.lock().queue.buf())?;
+        if self.srq.is_none() {
+            resp.rq_mi = mmaps.offer(offsets, self.rq.lock().queue.buf())?;
+        }
         resp.sq_mi = mmaps.offer(offsets, self.sq.lock().queue.buf())?;
         udata.respond(&resp)
     }
@@ -402,7 +422,12 @@ impl Qp {
             let sq = self.sq.lock();
             let rq = self.rq.lock();
             a.cap.max_send_wr = sq.queue.capacity();
-            a.cap.max_recv_wr = rq.queue.capacity();
+            // A QP on an SRQ has no receive queue of its own.
+            a.cap.max_recv_wr = if self.srq.is_some() {
+                0
+            } else {
+                rq.queue.capacity()
+            };
         }
         a.cap.max_send_sge = self.max_send_sge;
         a.cap.max_recv_sge = self.max_recv_sge;

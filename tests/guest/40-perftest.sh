@@ -6,12 +6,13 @@
 # (completion events; perftest offers -e only for SEND). Then UC: the SEND
 # and WRITE tests with -c UC, ibv_uc_pingpong with --chk, and the counters
 # showing that UC between QPs of one device loses nothing; then UD: the SEND
-# tests with -c UD and ibv_ud_pingpong with --chk; then -R (rdma_cm).
+# tests with -c UD and ibv_ud_pingpong with --chk; SRQ: --use-srq and
+# ibv_srq_pingpong; then -R (rdma_cm).
 . "$(dirname "$0")/../lib.sh"
 
 TESTS="ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat"
 ktap_print_header
-ktap_set_plan 46
+ktap_set_plan 51
 oxe_load && rdma link add oxe0 type oxe netdev eth0 || ktap_exit_fail_msg "no oxe0"
 port=18515
 # listening PORT PID: the server listens on PORT (a TCP socket, or an
@@ -120,6 +121,13 @@ for t in "ib_send_bw -c UD -D 2" "ib_send_lat -c UD" "ib_send_lat -c UD -e" \
 done
 pingpong ibv_ud_pingpong "ibv_ud_pingpong --chk, 1000 B x 500" -s 1000 -n 500 -c
 pingpong ibv_ud_pingpong "ibv_ud_pingpong --chk -e (completion events)" -s 1000 -n 200 -c -e
+
+# SRQ: receives from one shared queue (ibv_srq_pingpong: 16 QPs on it).
+for t in "ib_send_bw --use-srq" "ib_send_lat --use-srq" "ib_send_bw --use-srq -c UD -D 2"; do
+	run_pair "$t" $t
+done
+pingpong ibv_srq_pingpong "ibv_srq_pingpong --chk, 16 QPs x 100" -n 100 -c
+pingpong ibv_srq_pingpong "ibv_srq_pingpong --chk -e (completion events)" -n 50 -c -e
 
 # rdma_cm (-R): the connection through ib_cm's MADs on the GSI QP, RC and UD.
 for t in "ib_send_bw -R" "ib_write_lat -R" "ib_read_bw -R" "ib_send_bw -R -c UD -D 2"; do

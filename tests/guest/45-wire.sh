@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 ktap_print_header
-ktap_set_plan 25
+ktap_set_plan 27
 before=$(pins)
 
 # 1. One device, every packet through the wire path: the data-path cases
@@ -37,18 +37,34 @@ check "a UDP 4791 socket in each namespace with a device, none elsewhere" sh -c 
 	'ip netns exec A ss -Huln | grep -q ":4791 " && ip netns exec B ss -Huln | grep -q ":4791 " && ! ss -Huln | grep -q ":4791 "'
 
 for t in "ib_write_bw -n 100" "ib_read_bw -n 100" "ib_send_bw -n 100" "ib_atomic_bw -n 200" \
-	"ib_write_lat -n 200" "ib_read_lat -n 200" "ib_send_lat -n 200" "ib_write_bw -q 4 -n 50" \
-	"ib_write_bw -c UC -n 100"; do
+	"ib_write_lat -n 200" "ib_read_lat -n 200" "ib_send_lat -n 200" "ib_write_bw -q 4 -n 20" \
+	"ib_write_bw -c UC -n 40"; do
 	check "between namespaces: $t" pair $t -F
 done
 # ibv_rc_pingpong --chk looks at the first byte of each page; xfer_check
 # (tests/xfer_check.c) at every byte, through WRITE, SEND and READ. Their
 # GID option is -g.
 gid_opt() { echo "-g $1"; }
-check "between namespaces: ibv_rc_pingpong --chk, 64 KiB x 100" pair ibv_rc_pingpong -s 65536 -n 100 -c
+check "between namespaces: ibv_rc_pingpong --chk, 64 KiB x 40" pair ibv_rc_pingpong -s 65536 -n 40 -c
 check "between namespaces: ibv_rc_pingpong --chk, 1 B x 500" pair ibv_rc_pingpong -s 1 -n 500 -c
 check "between namespaces: xfer_check, every byte both ways, 64 KiB x 100" pair tests/bin/xfer_check -s 65536 -n 100
 check "between namespaces: UC, ibv_uc_pingpong --chk, 4 KiB x 200" pair ibv_uc_pingpong -s 4096 -n 200 -c
+check "between namespaces: UD, ibv_ud_pingpong --chk, 1000 B x 200" pair ibv_ud_pingpong -s 1000 -n 200 -c
+# rdma_cm between the namespaces: its MADs on each device's QP1, over the
+# wire. The client is retried while the server is not listening yet.
+rping_ns() {
+	ip netns exec B timeout 120 rping -s -a 10.9.0.2 -V -C 50 >/tmp/rping.srv 2>&1 &
+	srv=$!
+	for _i in $(seq 30); do
+		sleep 1
+		ip netns exec A timeout 120 rping -c -a 10.9.0.2 -V -C 50 >/tmp/rping.cli 2>&1 && break
+		kill -0 $srv 2>/dev/null || break
+	done
+	wait $srv && return 0
+	sed 's/^/# /' /tmp/rping.cli /tmp/rping.srv | tail -10
+	return 1
+}
+check "between namespaces: rping -V through rdma_cm (50 pings)" rping_ns
 # GID 0 is the veth's IPv6 link-local address: the same over IPv6.
 ga=0 gb=0
 check "between namespaces over IPv6 (link-local GIDs): ibv_rc_pingpong --chk" pair ibv_rc_pingpong -s 4096 -n 200 -c

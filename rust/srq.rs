@@ -1,0 +1,197 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Shared receive queues: one ring of receive WQEs (rxe's layout, mapped
+//! into the process for user SRQs, written by `post_srq_recv` for kernel
+//! ones) from which the responders of every QP attached to it take their
+//! receives. A responder consumes a WQE when a message starts (two QPs
+//! must never take the same one), and the SRQ raises
+//! IB_EVENT_SRQ_LIMIT_REACHED once when fewer than its armed limit are
+//! left. Its entry points are in `ffi/srq.rs`.
+
+use kernel::prelude::*;
+use kernel::sync::atomic::Atomic;
+use kernel::sync::{Arc, Mutex};
+use kernel::types::Opaque;
+
+use crate::access::{self, PdId};
+use crate::bindings as b;
+use crate::ib;
+use crate::ib::srq::SrqHandle;
+use crate::ib::Udata;
+use crate::irqlock::{new_irq_spinlock, IrqSpinLock};
+use crate::mr::Keys;
+use crate::params;
+use crate::queue::{self, Queue};
+use crate::sgl::Sgl;
+use crate::wqe::{self, Sge};
+
+/// The core allocates it (`size_ib_srq`); `srq` is written in place by
+/// `create_srq` and dropped in place by `destroy_srq`.
+#[repr(C)]
+pub(crate) struct OxeSrq {
+    ib: Opaque<b::ib_srq>,
+    pub(crate) srq: Arc<Srq>,
+}
+ib::core_object!(OxeSrq, ib: b::ib_srq, srq: Arc<Srq>);
+
+/// The consumer side: the ring and the armed limit (0: not armed).
+pub(crate) struct Ring {
+    pub(crate) queue: Queue,
+    limit: u32,
+    /// Scratch: a private copy of the WQE being taken.
+    wqe: KVec<u8>,
+}
+
+#[pin_data]
+pub(crate) struct Srq {
+    pub(crate) num: u32,
+    pub(crate) pd: PdId,
+    pub(crate) max_sge: u32,
+    handle: SrqHandle,
+    #[pin]
+    pub(crate) ring: Mutex<Ring>,
+    /// Kernel SRQs: the producer end, posted to from any context. None for
+    /// user SRQs, which write their ring themselves.
+    #[pin]
+    kring: IrqSpinLock<Option<Queue>>,
+}
+
+fn elem(max_sge: u32) -> usize {
+    wqe::RECV_WQE_SGE_OFFSET + max_sge as usize * wqe::SGE_SIZE
+}
+
+impl Srq {
+    /// Checks `a` (rxe's limits and minimums; `a` gets what the ring holds)
+    /// and makes the SRQ.
+    pub(crate) fn create(
+        num: u32,
+        pd: PdId,
+        a: &mut b::ib_srq_attr,
+        user: bool,
+        handle: SrqHandle,
+    ) -> Result<Arc<Srq>> {
+        if a.max_wr == 0 || a.max_wr > params::MAX_SRQ_WR || a.max_sge > params::MAX_SRQ_SGE {
+            return Err(EINVAL);
+        }
+        let max_sge = a.max_sge.max(1);
+        let queue = Queue::new(a.max_wr.max(params::MIN_SRQ_WR), elem(max_sge))?;
+        if a.srq_limit > queue.capacity() {
+            return Err(EINVAL);
+        }
+        a.max_wr = queue.capacity();
+        a.max_sge = max_sge;
+        let kring = (!user).then(|| queue.kernel_producer());
+        let mut scratch = KVec::new();
+        scratch.resize(queue.elem_size(), 0, GFP_KERNEL)?;
+        let limit = a.srq_limit;
+        Arc::pin_init(
+            try_pin_init!(Srq {
+                num,
+                pd,
+                max_sge,
+                handle,
+                ring <- kernel::new_mutex!(Ring {
+                    queue,
+                    limit,
+                    wqe: scratch,
+                }),
+                kring <- new_irq_spinlock!(kring),
+            }? Error),
+            GFP_KERNEL,
+        )
+    }
+
+    /// `ibv_modify_srq`: arms the limit. Resizing is not offered (the device
+    /// does not report IB_DEVICE_SRQ_RESIZE).
+    pub(crate) fn modify(&self, a: &b::ib_srq_attr, mask: u32) -> Result {
+        if mask & b::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0 {
+            return Err(crate::eopnotsupp());
+        }
+        if mask & b::ib_srq_attr_mask_IB_SRQ_LIMIT != 0 {
+            let mut r = self.ring.lock();
+            if a.srq_limit > r.queue.capacity() {
+                return Err(EINVAL);
+            }
+            r.limit = a.srq_limit;
+        }
+        Ok(())
+    }
+
+    pub(crate) fn query(&self, a: &mut b::ib_srq_attr) {
+        let r = self.ring.lock();
+        a.max_wr = r.queue.capacity();
+        a.max_sge = self.max_sge;
+        a.srq_limit = r.limit;
+    }
+
+    /// Takes (consumes) the next receive WQE for a message of a QP of
+    /// `pd`, its SGEs checked for local write: `None` if the SRQ is empty.
+    /// A WQE naming more SGEs than the SRQ has, or a bad lkey, is consumed
+    /// and fails with the status the QP's receive completes with.
+    pub(crate) fn take(&self, keys: &Keys, pd: PdId) -> Option<Result<(u64, Sgl), u32>> {
+        let mut guard = self.ring.lock();
+        let r = &mut *guard;
+        if !r.queue.peek_into(&mut r.wqe) {
+            return None;
+        }
+        r.queue.advance_consumer();
+        let left = r.queue.posted();
+        if r.limit != 0 && left < r.limit {
+            // Raised once per arming, as rxe.
+            r.limit = 0;
+            self.handle
+                .event(b::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED);
+        }
+        let Some(w) = wqe::RecvWqe::parse(&r.wqe) else {
+            return Some(Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR));
+        };
+        if w.num_sge > self.max_sge {
+            return Some(Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR));
+        }
+        Some(
+            Sgl::build(
+                keys,
+                pd,
+                &r.wqe,
+                wqe::RECV_WQE_SGE_OFFSET,
+                w.num_sge,
+                access::LOCAL_WRITE,
+            )
+            .map(|sgl| (w.wr_id, sgl)),
+        )
+    }
+
+    /// Offers a user SRQ's ring for mmap and sends its mminfo and number
+    /// back (`rxe_create_srq_resp`).
+    pub(crate) fn respond_user(&self, udata: &Udata<'_>, offsets: &Atomic<u64>) -> Result {
+        let uc = udata.ucontext().ok_or(EINVAL)?;
+        let mut resp: b::rxe_create_srq_resp = pin_init::zeroed();
+        resp.mi = uc.mmaps()?.offer(offsets, self.ring.lock().queue.buf())?;
+        resp.srq_num = self.num;
+        udata.respond(&resp)
+    }
+
+    /// Withdraws the ring's offer if user space never mapped it.
+    pub(crate) fn withdraw(&self, udata: Option<&Udata<'_>>) {
+        let buf = self.ring.lock().queue.buf().clone();
+        queue::withdraw_from(udata, &[&buf]);
+    }
+
+    /// Whether a receive is posted.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.ring.lock().queue.is_empty()
+    }
+
+    /// Kernel posting: one receive WR (`num` SGEs, SGE `i` from `sge(i)`),
+    /// from any context. EINVAL for user SRQs or too many SGEs, ENOMEM when
+    /// the ring is full.
+    pub(crate) fn post(&self, wr_id: u64, num: u32, sge: &dyn Fn(u32) -> Option<Sge>) -> Result {
+        if num > self.max_sge {
+            return Err(EINVAL);
+        }
+        let mut k = self.kring.lock();
+        let q = (*k).as_mut().ok_or(EINVAL)?;
+        let list = (0..num).map(|i| sge(i).unwrap_or_default());
+        q.push_with(|slot| wqe::write_recv(slot, wr_id, list))
+    }
+}
