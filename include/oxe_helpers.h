@@ -128,6 +128,7 @@ int oxe_skb_push_ip(struct sk_buff *skb, struct net_device *ndev, bool ipv6,
 int oxe_skb_send(struct sk_buff *skb);
 /* hw counters: the descriptions of @num counters (NULL if not oxe's count), one value. */
 struct rdma_hw_stats *oxe_alloc_stats(int num);
+int oxe_netdev_mcast(struct net_device *ndev, const u8 mgid[16], bool add);
 int oxe_stats_set(struct rdma_hw_stats *stats, int i, u64 v);
 /* In Rust: a received packet, with a reference on its device; takes both. */
 void oxe_net_rcv(struct ib_device *ibdev, struct sk_buff *skb);

@@ -12,6 +12,7 @@
 #include <linux/ipv6.h>
 #include <linux/skbuff.h>
 #include <linux/udp.h>
+#include <net/addrconf.h>
 #include <net/ip.h>
 #include <net/ip6_route.h>
 #include <net/ipv6.h>
@@ -325,6 +326,21 @@ struct rdma_hw_stats *oxe_alloc_stats(int num)
 		return NULL;
 	return rdma_alloc_hw_stats_struct(oxe_stat_descs, num,
 					  RDMA_HW_STATS_DEFAULT_LIFESPAN);
+}
+
+/*
+ * Lets @ndev take (or stop taking) the Ethernet multicast address of group
+ * @mgid (IPv4-mapped for IPv4), as rxe programs it on attach and detach.
+ */
+int oxe_netdev_mcast(struct net_device *ndev, const u8 mgid[16], bool add)
+{
+	unsigned char mac[ETH_ALEN];
+
+	if (ipv6_addr_v4mapped((const struct in6_addr *)mgid))
+		ip_eth_mc_map(*(const __be32 *)(mgid + 12), mac);
+	else
+		ipv6_eth_mc_map((const struct in6_addr *)mgid, mac);
+	return add ? dev_mc_add(ndev, mac) : dev_mc_del(ndev, mac);
 }
 
 int oxe_stats_set(struct rdma_hw_stats *stats, int i, u64 v)

@@ -108,9 +108,12 @@ impl OxeDevice {
         a.max_srq = params::MAX_SRQ as c_int;
         a.max_srq_wr = params::MAX_SRQ_WR as c_int;
         a.max_srq_sge = params::MAX_SRQ_SGE as c_int;
-        // No memory window or multicast verbs (the ops table has none):
-        // their limits stay 0, as do those of the other missing verbs. SRQs
-        // are not resized (no IB_DEVICE_SRQ_RESIZE).
+        a.max_mcast_grp = params::MAX_MCAST_GRP as c_int;
+        a.max_mcast_qp_attach = params::MAX_MCAST_QP_ATTACH as c_int;
+        a.max_total_mcast_qp_attach = params::MAX_TOTAL_MCAST_QP_ATTACH as c_int;
+        // No memory window verbs (the ops table has none): their limits stay
+        // 0, as do those of the other missing verbs. SRQs are not resized
+        // (no IB_DEVICE_SRQ_RESIZE).
         a.max_fast_reg_page_list_len = params::MAX_FAST_REG_PAGE_LIST_LEN;
         a.max_pkeys = params::MAX_PKEYS;
         a.local_ca_ack_delay = params::LOCAL_CA_ACK_DELAY;

@@ -11,7 +11,12 @@
 use crate::ib::skb::{crc32_le, Route, Skb};
 use crate::icrc::Ip;
 use crate::ip::{self, IPV4_LEN, IPV6_LEN, UDP_LEN};
-use crate::packet;
+use kernel::alloc::KVVec;
+use kernel::prelude::*;
+
+use crate::ip::NetworkHdr;
+use crate::packet::{self, Hdr};
+use crate::params;
 use crate::pkt::{Packet, Payload};
 use crate::qp::{Qp, QpTable};
 use crate::stats::{Counter, Counters};
@@ -61,23 +66,26 @@ pub(crate) fn send(qp: &Qp, route: &Route, pkt: Packet) -> Result<(), Dropped> {
 
 /// Takes a packet from the wire for the device whose QPs are `qps`.
 pub(crate) fn receive(qps: &QpTable, skb: Skb) -> Result<(), Dropped> {
-    let (hdr, off, len, saddr, grh) = {
+    let (hdr, off, len, saddr, daddr, grh) = {
         let l3 = skb.network();
         let f = ip::parse(l3).map_err(Dropped::Decode)?;
         if f.icrc_with(crc32_le) != f.wire_icrc() {
             return Err(Dropped::Decode(DecodeError::BadIcrc));
         }
         let d = wire::decode(f.ib).map_err(Dropped::Decode)?;
-        let mut saddr = [0u8; 16];
+        let (mut saddr, mut daddr) = ([0u8; 16], [0u8; 16]);
         let ib_off = match f.ip {
             Ip::V4(h) => {
-                saddr[10] = 0xff;
-                saddr[11] = 0xff;
-                saddr[12..].copy_from_slice(&h[12..16]);
+                for (a, at) in [(&mut saddr, 12), (&mut daddr, 16)] {
+                    a[10] = 0xff;
+                    a[11] = 0xff;
+                    a[12..].copy_from_slice(&h[at..at + 4]);
+                }
                 IPV4_LEN + UDP_LEN
             }
             Ip::V6(h) => {
                 saddr.copy_from_slice(&h[8..24]);
+                daddr.copy_from_slice(&h[24..40]);
                 IPV6_LEN + UDP_LEN
             }
         };
@@ -87,8 +95,23 @@ pub(crate) fn receive(qps: &QpTable, skb: Skb) -> Result<(), Dropped> {
         } else {
             None
         };
-        (d.hdr, ib_off + d.payload_off, d.payload_len, saddr, grh)
+        (
+            d.hdr,
+            ib_off + d.payload_off,
+            d.payload_len,
+            saddr,
+            daddr,
+            grh,
+        )
     };
+    let payload = if len == 0 {
+        Payload::empty()
+    } else {
+        Payload::Wire { skb, off, len }
+    };
+    if hdr.qpn == params::MULTICAST_QPN {
+        return multicast(qps, hdr, payload, &daddr, grh);
+    }
     let qp = qps.get(hdr.qpn).ok_or(Dropped::UnknownQp)?;
     // A connected QP takes packets from the address its path names only; a
     // datagram QP from anyone (its responder checks the Q_Key).
@@ -98,14 +121,43 @@ pub(crate) fn receive(qps: &QpTable, skb: Skb) -> Result<(), Dropped> {
             _ => return Err(Dropped::WrongSource),
         }
     }
-    let payload = if len == 0 {
-        Payload::empty()
-    } else {
-        Payload::Wire { skb, off, len }
-    };
     let mut pkt = Packet::with(hdr, payload);
     pkt.grh = grh;
     qp.deliver(pkt);
+    Ok(())
+}
+
+/// A datagram sent to multicast group `mgid`: a copy for each QP attached
+/// to it (the last takes the packet itself), each checking its Q_Key as for
+/// any datagram. Only a UD packet with its network header is taken.
+fn multicast(
+    qps: &QpTable,
+    hdr: Hdr,
+    payload: Payload,
+    mgid: &[u8; 16],
+    grh: Option<NetworkHdr>,
+) -> Result<(), Dropped> {
+    if grh.is_none() {
+        return Err(Dropped::UnknownQp);
+    }
+    let members = qps.members(mgid);
+    let Some((last, others)) = members.split_last() else {
+        return Err(Dropped::UnknownQp);
+    };
+    for qp in others {
+        let src = payload.src();
+        let Ok(mut v) = KVVec::from_elem(0u8, src.len(), GFP_ATOMIC) else {
+            continue;
+        };
+        if src.copy_to(&mut v) {
+            let mut pkt = Packet::with(hdr, Payload::Bytes(v));
+            pkt.grh = grh;
+            qp.deliver(pkt);
+        }
+    }
+    let mut pkt = Packet::with(hdr, payload);
+    pkt.grh = grh;
+    last.deliver(pkt);
     Ok(())
 }
 

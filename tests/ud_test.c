@@ -15,7 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <net/if.h>
+#include <netinet/in.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
@@ -80,6 +83,22 @@ static struct ibv_ah *self_ah(struct ibv_context *ctx, struct ibv_pd *pd)
 	if (ibv_query_gid(ctx, 1, gi, &a.grh.dgid))
 		return NULL;
 	return ibv_create_ah(pd, &a);
+}
+
+/* The interface index of the device's netdev (sysfs ports/1/gid_attrs/ndevs/0). */
+static int if_index_of(struct ibv_context *ctx)
+{
+	char path[256], name[64] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/sys/class/infiniband/%s/ports/1/gid_attrs/ndevs/0",
+		 ibv_get_device_name(ctx->device));
+	f = fopen(path, "r");
+	if (!f || fscanf(f, "%63s", name) != 1)
+		name[0] = 0;
+	if (f)
+		fclose(f);
+	return if_nametoindex(name);
 }
 
 static int ud_send(struct ud *u, struct ibv_ah *ah, uint32_t qpn, uint32_t qkey, void *addr,
@@ -588,6 +607,146 @@ TEST_F(srq, errors)
 	EXPECT_NE(0, ibv_modify_srq(self->srq, &sa, IBV_SRQ_LIMIT));
 	/* The SRQ is in use: destroying it first is refused. */
 	EXPECT_EQ(EBUSY, ibv_destroy_srq(self->srq));
+}
+
+/*
+ * Multicast: UD QPs attached to a group (IPv4 239.1.2.3, as an IPv4-mapped
+ * MGID) each get a datagram sent to it (QPN 0xffffff). The datagram goes
+ * out on the netdev and comes back through the IP stack's multicast loop,
+ * which needs the host in the group: rdma_cm joins it for its users (IGMP);
+ * here a socket does.
+ */
+#define MCAST_QPN 0xffffff
+
+FIXTURE(mcast) {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct ud tx, r[2];
+	union ibv_gid mgid;
+	int sock;
+};
+
+FIXTURE_SETUP(mcast)
+{
+	struct ip_mreqn mr = { .imr_multiaddr.s_addr = htonl(0xef010203) };
+
+	self->ctx = open_dev();
+	ASSERT_NE(NULL, self->ctx);
+	self->pd = ibv_alloc_pd(self->ctx);
+	ASSERT_NE(NULL, self->pd);
+	ASSERT_EQ(0, ud_open(self->ctx, self->pd, &self->tx, QKEY));
+	for (int i = 0; i < 2; i++)
+		ASSERT_EQ(0, ud_open(self->ctx, self->pd, &self->r[i], QKEY));
+	memset(&self->mgid, 0, sizeof(self->mgid));
+	self->mgid.raw[10] = self->mgid.raw[11] = 0xff;
+	memcpy(self->mgid.raw + 12, &mr.imr_multiaddr.s_addr, 4);
+	self->sock = socket(AF_INET, SOCK_DGRAM, 0);
+	ASSERT_LE(0, self->sock);
+	mr.imr_ifindex = if_index_of(self->ctx);
+	ASSERT_EQ(0, setsockopt(self->sock, IPPROTO_IP, IP_ADD_MEMBERSHIP, &mr, sizeof(mr)))
+		TH_LOG("IP_ADD_MEMBERSHIP: %s", strerror(errno));
+}
+
+FIXTURE_TEARDOWN(mcast)
+{
+}
+
+static struct ibv_ah *group_ah(struct ibv_context *ctx, struct ibv_pd *pd, union ibv_gid *mgid)
+{
+	struct ibv_ah_attr a = {
+		.is_global = 1, .port_num = 1,
+		.grh = { .dgid = *mgid, .sgid_index = gid_index(ctx), .hop_limit = 1 },
+	};
+
+	return ibv_create_ah(pd, &a);
+}
+
+TEST_F(mcast, each_attached_qp_gets_the_datagram)
+{
+	struct ibv_ah *ah = group_ah(self->ctx, self->pd, &self->mgid);
+	struct ibv_wc wc;
+	unsigned char *h;
+
+	ASSERT_NE(NULL, ah) TH_LOG("create_ah: %s", strerror(errno));
+	for (int i = 0; i < 2; i++) {
+		ASSERT_EQ(0, ibv_attach_mcast(self->r[i].qp, &self->mgid, 0));
+		ASSERT_EQ(0, ud_recv(&self->r[i], self->r[i].buf, GRH + 256, 10 + i));
+		ASSERT_EQ(0, ud_recv(&self->r[i], self->r[i].buf + 4096, GRH + 256, 20 + i));
+	}
+	memset(self->tx.buf, 0x3c, 256);
+	ASSERT_EQ(0, ud_send(&self->tx, ah, MCAST_QPN, QKEY, self->tx.buf, 256, IBV_WR_SEND, 0, 1));
+	ASSERT_EQ(1, wait_wc(self->tx.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	for (int i = 0; i < 2; i++) {
+		ASSERT_EQ(1, wait_wc(self->r[i].cq, &wc)) TH_LOG("QP %d got nothing", i);
+		EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+		EXPECT_EQ(10 + i, wc.wr_id);
+		EXPECT_EQ(GRH + 256, wc.byte_len);
+		EXPECT_EQ(self->tx.qp->qp_num, wc.src_qp);
+		EXPECT_EQ(0x3c, self->r[i].buf[GRH + 255]);
+		/* The IPv4 header's destination is the group. */
+		h = (unsigned char *)self->r[i].buf;
+		EXPECT_EQ(0, memcmp(h + 20 + 16, self->mgid.raw + 12, 4));
+	}
+	/* Detached, a QP gets no more of the group's datagrams. */
+	ASSERT_EQ(0, ibv_detach_mcast(self->r[1].qp, &self->mgid, 0));
+	ASSERT_EQ(0, ud_send(&self->tx, ah, MCAST_QPN, QKEY, self->tx.buf, 100, IBV_WR_SEND, 0, 2));
+	ASSERT_EQ(1, wait_wc(self->tx.cq, &wc));
+	ASSERT_EQ(1, wait_wc(self->r[0].cq, &wc));
+	EXPECT_EQ(20, wc.wr_id);
+	EXPECT_TRUE(quiet(self->r[1].cq));
+	EXPECT_EQ(0, ibv_destroy_ah(ah));
+}
+
+/*
+ * Bad input: a non-UD QP, a GID that is no multicast address, detaching
+ * what was not attached; rxe's limit of 56 QPs a group; the device's limits.
+ */
+TEST_F(mcast, errors_and_limits)
+{
+	struct ibv_device_attr da;
+	union ibv_gid uni = self->mgid;
+	struct ibv_cq *cq = ibv_create_cq(self->ctx, 4, NULL, NULL, 0);
+	struct ibv_qp *rc = NULL, *ud[57];
+	struct ibv_qp_init_attr qia = {
+		.qp_type = IBV_QPT_RC, .cap = { .max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1,
+						.max_recv_sge = 1 },
+	};
+	int n = 0;
+
+	ASSERT_EQ(0, ibv_query_device(self->ctx, &da));
+	EXPECT_EQ(8192, da.max_mcast_grp);
+	EXPECT_EQ(56, da.max_mcast_qp_attach);
+	EXPECT_EQ(0x70000, da.max_total_mcast_qp_attach);
+	ASSERT_NE(NULL, cq);
+	qia.send_cq = qia.recv_cq = cq;
+	rc = ibv_create_qp(self->pd, &qia);
+	ASSERT_NE(NULL, rc);
+	EXPECT_EQ(EINVAL, ibv_attach_mcast(rc, &self->mgid, 0));
+	uni.raw[12] = 10;
+	EXPECT_EQ(EINVAL, ibv_attach_mcast(self->r[0].qp, &uni, 0));
+	EXPECT_EQ(EINVAL, ibv_detach_mcast(self->r[0].qp, &self->mgid, 0));
+	/* Attaching twice is no error, and one detach undoes it. */
+	EXPECT_EQ(0, ibv_attach_mcast(self->r[0].qp, &self->mgid, 0));
+	EXPECT_EQ(0, ibv_attach_mcast(self->r[0].qp, &self->mgid, 0));
+	EXPECT_EQ(0, ibv_detach_mcast(self->r[0].qp, &self->mgid, 0));
+	qia.qp_type = IBV_QPT_UD;
+	for (int i = 0; i < 57; i++) {
+		ud[i] = ibv_create_qp(self->pd, &qia);
+		ASSERT_NE(NULL, ud[i]);
+		n += ibv_attach_mcast(ud[i], &self->mgid, 0) == 0;
+	}
+	EXPECT_EQ(56, n);
+	/* The core keeps an attached QP from being destroyed; detached, the
+	 * group has room again. */
+	EXPECT_EQ(EBUSY, ibv_destroy_qp(ud[0]));
+	for (int i = 0; i < 57; i++) {
+		if (i < 56)
+			EXPECT_EQ(0, ibv_detach_mcast(ud[i], &self->mgid, 0));
+		EXPECT_EQ(0, ibv_destroy_qp(ud[i]));
+	}
+	EXPECT_EQ(0, ibv_attach_mcast(self->r[0].qp, &self->mgid, 0));
+	EXPECT_EQ(0, ibv_destroy_qp(rc));
 }
 
 TEST_HARNESS_MAIN

@@ -38,6 +38,12 @@ pub const MIN_SRQ_INDEX: u32 = 0x0002_0001;
 pub const MAX_SRQ_WR: u32 = DEFAULT_MAX;
 pub const MAX_SRQ_SGE: u32 = 27;
 pub const MIN_SRQ_WR: u32 = 16;
+/// Multicast, as rxe: groups per device, QPs per group, attachments in all.
+pub const MAX_MCAST_GRP: u32 = 8192;
+pub const MAX_MCAST_QP_ATTACH: u32 = 56;
+pub const MAX_TOTAL_MCAST_QP_ATTACH: u32 = 0x70000;
+/// The destination QPN of a datagram sent to a multicast group.
+pub const MULTICAST_QPN: u32 = 0x00ff_ffff;
 /// Address handles per device, as rxe (RXE_MAX_AH); numbered 1..=MAX_AH.
 pub const MAX_AH: u32 = (1 << 15) - 1;
 pub const LOCAL_CA_ACK_DELAY: u8 = 15;

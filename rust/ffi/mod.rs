@@ -135,6 +135,8 @@ pub(crate) fn device_ops() -> b::ib_device_ops {
     ops.destroy_qp = Some(qp::destroy_qp);
     ops.post_send = Some(qp::post_send);
     ops.post_recv = Some(qp::post_recv);
+    ops.attach_mcast = Some(qp::attach_mcast);
+    ops.detach_mcast = Some(qp::detach_mcast);
     ops.size_ib_qp = size_of::<OxeQp>();
     // SRQ.
     ops.create_srq = Some(srq::create_srq);

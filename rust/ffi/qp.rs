@@ -151,6 +151,32 @@ pub(super) unsafe extern "C" fn query_qp(
     0
 }
 
+/// # Safety
+///
+/// Called by the RDMA core for a live QP with a GID.
+pub(super) unsafe extern "C" fn attach_mcast(
+    ib: *mut b::ib_qp,
+    gid: *mut b::ib_gid,
+    _lid: u16,
+) -> c_int {
+    // SAFETY: a live QP; `raw` is the union's plain 16 bytes.
+    let (qp, mgid) = unsafe { (OxeQp::qp(ib), *(*gid).raw.as_ref()) };
+    to_c(qp.attach_mcast(&mgid))
+}
+
+/// # Safety
+///
+/// Called by the RDMA core for a live QP with a GID.
+pub(super) unsafe extern "C" fn detach_mcast(
+    ib: *mut b::ib_qp,
+    gid: *mut b::ib_gid,
+    _lid: u16,
+) -> c_int {
+    // SAFETY: a live QP; `raw` is the union's plain 16 bytes.
+    let (qp, mgid) = unsafe { (OxeQp::qp(ib), *(*gid).raw.as_ref()) };
+    to_c(qp.detach_mcast(&mgid))
+}
+
 /// SGE `i` of a kernel WR's list of `n`.
 ///
 /// # Safety

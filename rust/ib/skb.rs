@@ -31,6 +31,15 @@ impl NetDev {
         self.0.as_ptr()
     }
 
+    /// Lets the netdev take the Ethernet multicast address of group `mgid`
+    /// (`add`), or stop taking it.
+    pub(crate) fn mcast(self, mgid: &[u8; 16], add: bool) -> Result {
+        // SAFETY: referenced, per `from_raw`'s contract; `mgid` is 16 bytes.
+        kernel::error::to_result(unsafe {
+            b::oxe_netdev_mcast(self.0.as_ptr(), mgid.as_ptr(), add)
+        })
+    }
+
     /// Its MTU now.
     pub(crate) fn mtu(self) -> u32 {
         // SAFETY: referenced, per `from_raw`'s contract.

@@ -11,13 +11,14 @@
 
 pub(crate) mod flight;
 mod layout;
+pub(crate) mod mcast;
 pub(crate) mod verbs;
 
 use core::mem::size_of;
 
 use kernel::prelude::*;
 use kernel::sync::atomic::{ordering, Atomic};
-use kernel::sync::{Arc, Mutex};
+use kernel::sync::{Arc, Mutex, SpinLock};
 use kernel::workqueue::{DelayedWork, Work};
 use kernel::xarray::{AllocKind, XArray};
 
@@ -594,6 +595,9 @@ pub(crate) struct QpTable {
     xa: XArray<Arc<Qp>>,
     #[pin]
     next: Mutex<u32>,
+    /// Multicast groups (`mcast`).
+    #[pin]
+    groups: SpinLock<KVec<mcast::Group>>,
 }
 
 impl QpTable {
@@ -601,6 +605,7 @@ impl QpTable {
         try_pin_init!(QpTable {
             xa <- XArray::new(AllocKind::Alloc),
             next <- kernel::new_mutex!(params::MIN_QP_INDEX),
+            groups <- kernel::new_spinlock!(KVec::new()),
         }? Error)
     }
 

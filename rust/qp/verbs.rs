@@ -9,7 +9,7 @@ use kernel::sync::atomic::{ordering, Atomic};
 use kernel::sync::Arc;
 
 use super::{
-    Attrs, Inbox, Qp, QpTable, RecvSide, SendSide, AH_SIZE, INBOX, STATE_ERR, STATE_RESET,
+    mcast, Attrs, Inbox, Qp, QpTable, RecvSide, SendSide, AH_SIZE, INBOX, STATE_ERR, STATE_RESET,
     STATE_RTS,
 };
 use crate::access::PdId;
@@ -247,6 +247,7 @@ impl Qp {
     /// its rings that user space never took. The QP itself goes with its
     /// last reference (a peer's packet path may still hold one briefly).
     pub(crate) fn teardown(&self, udata: Option<&Udata<'_>>) {
+        self.detach_all_mcast();
         self.dead.store(1, ordering::Release);
         self.peers.get().remove(self.qpn);
         // Its tasks and timers may be running or queued: wait for them, so
@@ -445,6 +446,37 @@ impl Qp {
         };
     }
 
+    /// `ibv_attach_mcast`: datagram QPs only, multicast GIDs only (IPv6
+    /// ff00::/8, or IPv4-mapped 224.0.0.0/4). The group's first QP lets the
+    /// netdev take its Ethernet address, as rxe does.
+    pub(crate) fn attach_mcast(&self, mgid: &[u8; 16]) -> Result {
+        if !self.ud() || self.qpn == crate::packet::GSI_QPN || !is_multicast(mgid) {
+            return Err(EINVAL);
+        }
+        if self.peers.get().attach(mgid, self.qpn)? == mcast::Change::Created {
+            if let Err(e) = self.ndev.mcast(mgid, true) {
+                let _ = self.peers.get().detach(mgid, self.qpn);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// `ibv_detach_mcast`; EINVAL if the QP was not attached.
+    pub(crate) fn detach_mcast(&self, mgid: &[u8; 16]) -> Result {
+        if self.peers.get().detach(mgid, self.qpn)? == mcast::Change::Removed {
+            let _ = self.ndev.mcast(mgid, false);
+        }
+        Ok(())
+    }
+
+    /// Leaves every group (a QP being destroyed).
+    fn detach_all_mcast(&self) {
+        for mgid in self.peers.get().groups_of(self.qpn).iter() {
+            let _ = self.detach_mcast(mgid);
+        }
+    }
+
     /// Whether posting to the SQ is allowed (RTS and later, and ERR, whose
     /// WQEs are flushed).
     pub(crate) fn can_post_send(&self) -> bool {
@@ -551,4 +583,10 @@ fn post_one_send(qp: &Qp, sq: &mut Queue, w: &KernelSendWr<'_>) -> Result {
         }
         Some(())
     })
+}
+
+/// A multicast GID: IPv6 ff00::/8, or an IPv4-mapped 224.0.0.0/4 address.
+fn is_multicast(gid: &[u8; 16]) -> bool {
+    const V4_MAPPED: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
+    gid[0] == 0xff || (gid[..12] == V4_MAPPED && gid[12] & 0xf0 == 0xe0)
 }

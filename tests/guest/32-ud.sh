@@ -53,6 +53,28 @@ cm_pair 902 "rping -V, 200 pings with data verification (RC over rdma_cm)" \
 cm_pair 903 "ucmatose: connections, sends, disconnect" "ucmatose" "ucmatose -s $ip"
 cm_pair 904 "udaddy: UD through rdma_cm (SIDR), sends both ways" "udaddy" "udaddy -s $ip"
 cm_pair 905 "rdma_server / rdma_client (librdmacm's example)" "rdma_server" "rdma_client -s $ip"
+# mckey: the receiver joins the group through rdma_cm (which joins it on
+# the netdev too) and attaches its UD QP; the sender's datagrams come back
+# to it through the IP stack's multicast loop. Datagrams sent before the
+# receiver attached are lost, as UD's are: the sender sends its 10 again,
+# once a second, until the receiver has had 10.
+mckey_pair() {
+	timeout 120 mckey -m 239.1.2.4 -b $ip -C 10 >/tmp/mc.srv 2>&1 &
+	srv=$!
+	for _i in $(seq 60); do
+		sleep 1
+		kill -0 $srv 2>/dev/null || break
+		timeout 60 mckey -m 239.1.2.4 -b $ip -C 10 -s >/tmp/mc.cli 2>&1
+	done
+	if wait $srv; then
+		echo "ok 906 ud: mckey: multicast through rdma_cm, 10 datagrams to the group"
+	else
+		sed 's/^/# srv: /' /tmp/mc.srv | tail -5; sed 's/^/# cli: /' /tmp/mc.cli | tail -5
+		echo "not ok 906 ud: mckey: multicast through rdma_cm, 10 datagrams to the group"
+		rc=1
+	fi
+}
+mckey_pair
 
 left=$(rdma res show qp 2>/dev/null | grep "oxe0" | grep -vc "type GSI")
 rdma link delete oxe0
