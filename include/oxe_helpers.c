@@ -85,6 +85,11 @@ int oxe_udata_in_empty(struct ib_udata *udata)
 	return ib_is_udata_in_empty(udata);
 }
 
+int oxe_udata_copy_in(struct ib_udata *udata, void *dst, size_t len)
+{
+	return ib_copy_from_udata(dst, udata, len);
+}
+
 int oxe_respond_empty_udata(struct ib_udata *udata)
 {
 	return ib_respond_empty_udata(udata);

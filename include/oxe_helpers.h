@@ -38,6 +38,7 @@ bool oxe_is_vlan_dev(struct net_device *ndev);
 unsigned int oxe_num_possible_cpus(void);
 
 int oxe_udata_in_empty(struct ib_udata *udata);
+int oxe_udata_copy_in(struct ib_udata *udata, void *dst, size_t len);
 int oxe_respond_empty_udata(struct ib_udata *udata);
 
 /*

@@ -90,8 +90,8 @@ impl OxeDevice {
             | b::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT
             | b::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID
             | b::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN
-            | b::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS)
-            as u64;
+            | b::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS
+            | b::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE) as u64;
         a.kernel_cap_flags = u64::from(b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
         a.max_send_sge = params::MAX_SGE as c_int;
         a.max_recv_sge = params::MAX_SGE as c_int;
@@ -112,8 +112,7 @@ impl OxeDevice {
         a.max_mcast_qp_attach = params::MAX_MCAST_QP_ATTACH as c_int;
         a.max_total_mcast_qp_attach = params::MAX_TOTAL_MCAST_QP_ATTACH as c_int;
         // No memory window verbs (the ops table has none): their limits stay
-        // 0, as do those of the other missing verbs. SRQs are not resized
-        // (no IB_DEVICE_SRQ_RESIZE).
+        // 0, as do those of the other missing verbs.
         a.max_fast_reg_page_list_len = params::MAX_FAST_REG_PAGE_LIST_LEN;
         a.max_pkeys = params::MAX_PKEYS;
         a.local_ca_ack_delay = params::LOCAL_CA_ACK_DELAY;

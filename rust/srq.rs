@@ -6,12 +6,16 @@
 //! receives. A responder consumes a WQE when a message starts (two QPs
 //! must never take the same one), and the SRQ raises
 //! IB_EVENT_SRQ_LIMIT_REACHED once when fewer than its armed limit are
-//! left. Its entry points are in `ffi/srq.rs`.
+//! left. It can be resized with its WQEs posted. Its entry points are in
+//! `ffi/srq.rs`.
+
+use core::mem::size_of_val;
 
 use kernel::prelude::*;
 use kernel::sync::atomic::Atomic;
 use kernel::sync::{Arc, Mutex};
 use kernel::types::Opaque;
+use kernel::uaccess::{UserPtr, UserSlice};
 
 use crate::access::{self, PdId};
 use crate::bindings as b;
@@ -101,18 +105,95 @@ impl Srq {
         )
     }
 
-    /// `ibv_modify_srq`: arms the limit. Resizing is not offered (the device
-    /// does not report IB_DEVICE_SRQ_RESIZE).
-    pub(crate) fn modify(&self, a: &b::ib_srq_attr, mask: u32) -> Result {
-        if mask & b::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0 {
-            return Err(crate::eopnotsupp());
-        }
-        if mask & b::ib_srq_attr_mask_IB_SRQ_LIMIT != 0 {
-            let mut r = self.ring.lock();
-            if a.srq_limit > r.queue.capacity() {
+    /// `ibv_modify_srq`: resizes (IB_SRQ_MAX_WR) and arms the limit.
+    pub(crate) fn modify(
+        &self,
+        a: &b::ib_srq_attr,
+        mask: u32,
+        udata: Option<&Udata<'_>>,
+        offsets: &Atomic<u64>,
+    ) -> Result {
+        let resize = mask & b::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0;
+        let arm = mask & b::ib_srq_attr_mask_IB_SRQ_LIMIT != 0;
+        {
+            // Both checked before anything changes.
+            let r = self.ring.lock();
+            let room = if resize { a.max_wr } else { r.queue.capacity() };
+            if resize && (a.max_wr == 0 || a.max_wr > params::MAX_SRQ_WR) {
                 return Err(EINVAL);
             }
-            r.limit = a.srq_limit;
+            let limit = if arm { a.srq_limit } else { r.limit };
+            if limit > room.max(params::MIN_SRQ_WR) {
+                return Err(EINVAL);
+            }
+        }
+        if resize {
+            self.resize(a.max_wr.max(params::MIN_SRQ_WR), udata, offsets)?;
+        }
+        if arm {
+            self.ring.lock().limit = a.srq_limit;
+        }
+        Ok(())
+    }
+
+    /// A new ring of at least `entries` WQEs holding those posted; EINVAL if
+    /// they do not fit. A user SRQ's new ring is offered for mmap and its
+    /// mminfo written where `rxe_modify_srq_cmd.mmap_info_addr` says (rxe's
+    /// scheme); librxe holds its SRQ lock meanwhile, so it posts nothing.
+    fn resize(&self, entries: u32, udata: Option<&Udata<'_>>, offsets: &Atomic<u64>) -> Result {
+        let mut next = Queue::new(entries, elem(self.max_sge))?;
+        let user = match udata {
+            Some(u) => {
+                let cmd: b::rxe_modify_srq_cmd = u.read_in()?;
+                let mmaps = u.ucontext().ok_or(EINVAL)?.mmaps()?;
+                Some((cmd.mmap_info_addr, mmaps))
+            }
+            None => None,
+        };
+        let mut guard = self.ring.lock();
+        let r = &mut *guard;
+        let posted = r.queue.posted();
+        if posted > next.capacity() {
+            return Err(EINVAL);
+        }
+        if let Some((addr, mmaps)) = &user {
+            let mi = mmaps.offer(offsets, next.buf())?;
+            let written = UserSlice::new(UserPtr::from_addr(*addr as usize), size_of_val(&mi))
+                .writer()
+                .write_slice(ib::as_bytes(&mi));
+            if let Err(e) = written {
+                mmaps.withdraw(next.buf());
+                return Err(e);
+            }
+        }
+        {
+            // Kernel posting (any context) stops while the WQEs move.
+            let mut k = self.kring.lock();
+            // `posted` counted once: bounded however user space moves its
+            // index meanwhile.
+            for _ in 0..posted {
+                if !r.queue.peek_into(&mut r.wqe) {
+                    break;
+                }
+                let wqe = &r.wqe;
+                next.push_with(|slot| {
+                    let n = slot.len().min(wqe.len());
+                    slot.get_mut(..n)?.copy_from_slice(wqe.get(..n)?);
+                    Some(())
+                })?;
+                r.queue.advance_consumer();
+            }
+            if let Some(k) = (*k).as_mut() {
+                *k = next.kernel_producer();
+            }
+            // Same element size (same max_sge): the scratch copy still fits.
+            core::mem::swap(&mut r.queue, &mut next);
+        }
+        drop(guard);
+        // `next` is the old ring now: its offer goes if never mapped, and it
+        // is freed here, outside the spinlock (vfree sleeps).
+        if let Some((_, mmaps)) = &user {
+            mmaps.withdraw(next.buf());
         }
         Ok(())
     }

@@ -588,19 +588,59 @@ TEST_F(srq, rnr_on_empty_srq_and_last_wqe_reached)
 	}
 }
 
-/* Bad input: rxe's limits, resizing not offered, and a QP on an SRQ has no
+/*
+ * Resizing keeps what is posted, in order (librxe maps the new ring); a size
+ * below what is posted is refused, and so is one past rxe's limit.
+ */
+TEST_F(srq, resize_keeps_the_posted_wqes)
+{
+	struct ibv_srq_attr sa = { .max_wr = 200 };
+	struct ibv_wc wc;
+
+	for (int i = 0; i < 12; i++)
+		ASSERT_EQ(0, srq_post(self->srq, self->buf + i * 64, 64, self->mr->lkey, i));
+	ASSERT_EQ(0, ibv_modify_srq(self->srq, &sa, IBV_SRQ_MAX_WR)) TH_LOG("%s", strerror(errno));
+	ASSERT_EQ(0, ibv_query_srq(self->srq, &sa));
+	EXPECT_LE(200, sa.max_wr);
+	for (int i = 12; i < 150; i++)
+		ASSERT_EQ(0, srq_post(self->srq, self->buf + i * 64, 64, self->mr->lkey, i));
+	for (int i = 0; i < 150; i++) {
+		int recvs = 0;
+
+		ASSERT_EQ(0, post(self->rc[i % 2], IBV_WR_SEND, self->tx.buf, 8, self->tx.mr->lkey,
+				  0, 0, i));
+		for (int n = 0; n < 2; n++) {
+			ASSERT_EQ(1, wait_wc(self->cq, &wc));
+			ASSERT_EQ(IBV_WC_SUCCESS, wc.status);
+			if (wc.opcode == IBV_WC_RECV) {
+				recvs++;
+				ASSERT_EQ(i, wc.wr_id);
+			}
+		}
+		ASSERT_EQ(1, recvs);
+	}
+	/* 40 posted do not fit a ring of rxe's minimum (16, rounded up to 31). */
+	sa.max_wr = 4;
+	for (int i = 0; i < 40; i++)
+		ASSERT_EQ(0, srq_post(self->srq, self->buf, 64, self->mr->lkey, i));
+	EXPECT_NE(0, ibv_modify_srq(self->srq, &sa, IBV_SRQ_MAX_WR));
+	ASSERT_EQ(0, ibv_query_srq(self->srq, &sa));
+	EXPECT_LE(200, sa.max_wr);
+}
+
+/* Bad input: rxe's limits, a limit past the ring; a QP on an SRQ has no
  * receive queue of its own. */
 TEST_F(srq, errors)
 {
 	struct ibv_srq_init_attr big = { .attr = { .max_wr = (1 << 20) + 1, .max_sge = 1 } };
 	struct ibv_srq_init_attr sges = { .attr = { .max_wr = 16, .max_sge = 28 } };
-	struct ibv_srq_attr sa = { .max_wr = 64, .srq_limit = SRQ_WR + 100 };
+	struct ibv_srq_attr sa = { .max_wr = (1 << 20) + 1, .srq_limit = 100000 };
 	struct ibv_device_attr da;
 
 	ASSERT_EQ(0, ibv_query_device(self->ctx, &da));
 	EXPECT_EQ(27, da.max_srq_sge);
 	EXPECT_EQ(1 << 20, da.max_srq_wr);
-	EXPECT_FALSE(da.device_cap_flags & IBV_DEVICE_SRQ_RESIZE);
+	EXPECT_TRUE(da.device_cap_flags & IBV_DEVICE_SRQ_RESIZE);
 	EXPECT_EQ(NULL, ibv_create_srq(self->pd, &big));
 	EXPECT_EQ(NULL, ibv_create_srq(self->pd, &sges));
 	EXPECT_NE(0, ibv_modify_srq(self->srq, &sa, IBV_SRQ_MAX_WR));

@@ -97,11 +97,19 @@ pub(super) unsafe extern "C" fn modify_srq(
     ib: *mut b::ib_srq,
     attr: *mut b::ib_srq_attr,
     mask: b::ib_srq_attr_mask,
-    _udata: *mut b::ib_udata,
+    udata: *mut b::ib_udata,
 ) -> c_int {
-    // SAFETY: a live SRQ and the core's attributes.
-    let (srq, a) = unsafe { (&from_ib::<OxeSrq>(ib).srq, &*attr) };
-    to_c(srq.modify(a, mask))
+    // SAFETY: a live SRQ of an oxe device, the core's attributes, and NULL
+    // or the command's udata.
+    let (srq, a, dev, udata) = unsafe {
+        (
+            &from_ib::<OxeSrq>(ib).srq,
+            &*attr,
+            OxeDevice::from_ib((*ib).device),
+            Udata::from_raw(udata),
+        )
+    };
+    to_c(srq.modify(a, mask, udata.as_ref(), dev.mmap_offsets()))
 }
 
 /// # Safety

@@ -141,6 +141,10 @@ unsafe impl Plain for b::ib_uverbs_wc {}
 // SAFETY: integers, a raw pointer (`grh.sgid_attr`) and unions of those; oxe
 // keeps the address vector as bytes and hands it back as it came.
 unsafe impl Plain for b::rdma_ah_attr {}
+// SAFETY: one integer.
+unsafe impl Plain for b::rxe_modify_srq_cmd {}
+// SAFETY: integers.
+unsafe impl Plain for b::mminfo {}
 
 /// A reference to an object the core owns and keeps alive for as long as
 /// the holder uses it (the device for its QPs, a QP's CQs until

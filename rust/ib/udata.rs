@@ -57,6 +57,21 @@ impl<'a> Udata<'a> {
         self.get().outlen
     }
 
+    /// The driver data user space sent, as a `T` (`ib_copy_from_udata`):
+    /// EINVAL if it sent less.
+    pub(crate) fn read_in<T: super::Plain + pin_init::Zeroable>(&self) -> Result<T> {
+        if self.inlen() < size_of::<T>() {
+            return Err(EINVAL);
+        }
+        let mut v: T = pin_init::zeroed();
+        // SAFETY: `v` is `size_of::<T>()` writable bytes, any of which make a
+        // valid `T` (`Plain`); the udata is the command's.
+        kernel::error::to_result(unsafe {
+            b::oxe_udata_copy_in(self.as_ptr(), ptr::from_mut(&mut v).cast(), size_of::<T>())
+        })?;
+        Ok(v)
+    }
+
     /// EINVAL unless user space left room for a whole `T` in response.
     pub(crate) fn require_out<T>(&self) -> Result {
         if self.outlen() < size_of::<T>() {
