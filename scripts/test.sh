@@ -95,15 +95,16 @@ if ((${#suites[@]} == 0)); then
 		read -ra suites <<<"$QUICK_SUITES"
 	else
 		for f in "$OXE_ROOT"/tests/guest/*.sh; do suites+=("$(basename "$f" .sh)"); done
-		suites+=(pair)
+		suites+=(pair pyverbs)
 	fi
 fi
 # "pair": the two-guest link (scripts/two-guests.sh), part of the full suite.
-pair=0
+pair=0 pyverbs=0
 declare -A by_flavour=()
 for s in "${suites[@]}"; do
 	s=$(basename "$s" .sh)
 	[[ $s == pair ]] && { pair=1; continue; }
+	[[ $s == pyverbs ]] && { pyverbs=1; continue; }
 	[[ -f $OXE_ROOT/tests/guest/$s.sh ]] || { result fail "no guest suite $s"; continue; }
 	fl=${OXE_FLAVOUR:-$(suite_flavour "$s")}
 	((quick)) && fl=${OXE_FLAVOUR:-plain}
@@ -207,5 +208,23 @@ if ((pair)); then
 	# guest is client or server of each, oxe both), and the data checks.
 	OXE_PAIR_ONLY='^10.77.0.1 ib_(write|send)_bw -[na]|^10.77.0.2 ib_read_bw -[na]|^10.77.0.1 ib_atomic_bw|^10.77.0.1 ib_write_lat -[na]|^10.77.0.2 ib_read_lat -n|^10.77.0.1 ib_read_lat -a|^10.77.0.2 ib_send_lat -n|^10.77.0.1 ib_send_lat -a|-q 4|ibv_rc_pingpong -s 65536|ibv_uc_pingpong|ibv_ud_pingpong|rping|xfer_check|@ipv6' \
 		pair_run pair-oxe oxe oxe
+fi
+
+# rdma-core's pyverbs suite on rdma_rxe and on oxe, one plain boot each:
+# what passes on rxe passes on oxe (scripts/pyverbs-compare.sh).
+if ((pyverbs)); then
+	t=$SECONDS
+	prc=0
+	out=$("$OXE_ROOT/scripts/pyverbs-compare.sh" 2>&1) || prc=$?
+	while IFS= read -r line; do
+		case $line in
+		"not ok - "*) result fail "${line#not ok - }" ;;
+		"ok - "*"# SKIP"*) result skip "${line#ok - }" ;;
+		"ok - "*) result ok "${line#ok - }" ;;
+		"# "*) echo "$line" ;;
+		esac
+	done <<<"$out"
+	((prc == 0)) || grep -q '^not ok' <<<"$out" || result fail "pyverbs comparison ran (exit $prc)"
+	timed "pyverbs on rxe and oxe" $t
 fi
 finish
