@@ -10,6 +10,7 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 out=${1:-$(mktemp -d /tmp/oxe-pyverbs.XXXXXX)}
+mkdir -p "$out"
 kdir=$("$OXE_ROOT/scripts/build-kernel.sh" plain)
 KDIR=$kdir "$OXE_ROOT/scripts/build-module.sh" >/dev/null
 declare -A vm_rc=()
