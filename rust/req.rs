@@ -155,7 +155,11 @@ fn send_packets(
             Step::Progress
         }
         Op::Message(kind, src) => {
-            let mut hdr_deth = None;
+            // UD: the datagram's DETH (one packet, a SEND: `prepare`).
+            let deth = p.ud.map(|d| Deth {
+                qkey: d.qkey,
+                src_qpn: qp.qpn,
+            });
             while p.sent < p.npkts && *budget > 0 {
                 let i = p.sent;
                 let psn = packet::psn_add(p.first_psn, i);
@@ -181,20 +185,15 @@ fn send_packets(
                 if qp.uc() {
                     // `prepare` let only SENDs and WRITEs through.
                     opcode = packet::uc_opcode(opcode).unwrap_or(opcode);
-                } else if let Some(d) = &p.ud {
-                    // One packet, a SEND (`prepare`).
+                } else if deth.is_some() {
                     opcode = if *kind == Kind::SendImm {
                         op::UD_SEND_ONLY_IMM
                     } else {
                         op::UD_SEND_ONLY
                     };
-                    hdr_deth = Some(Deth {
-                        qkey: d.qkey,
-                        src_qpn: qp.qpn,
-                    });
                 }
                 let mut hdr = Hdr::new(opcode, psn, dest);
-                hdr.deth = hdr_deth;
+                hdr.deth = deth;
                 let last = i + 1 == p.npkts;
                 hdr.ack_req = qp.reliable() && packet::ack_req(i, p.npkts, ACK_EVERY);
                 hdr.solicited = last && p.w.send_flags & flags::SOLICITED != 0;

@@ -205,11 +205,11 @@ impl Srq {
         a.srq_limit = r.limit;
     }
 
-    /// Takes (consumes) the next receive WQE for a message of a QP of
-    /// `pd`, its SGEs checked for local write: `None` if the SRQ is empty.
+    /// Takes (consumes) the next receive WQE for a message, its SGEs checked
+    /// for local write under the SRQ's PD: `None` if the SRQ is empty.
     /// A WQE naming more SGEs than the SRQ has, or a bad lkey, is consumed
     /// and fails with the status the QP's receive completes with.
-    pub(crate) fn take(&self, keys: &Keys, pd: PdId) -> Option<Result<(u64, Sgl), u32>> {
+    pub(crate) fn take(&self, keys: &Keys) -> Option<Result<(u64, Sgl), u32>> {
         let mut guard = self.ring.lock();
         let r = &mut *guard;
         if !r.queue.peek_into(&mut r.wqe) {
@@ -232,7 +232,7 @@ impl Srq {
         Some(
             Sgl::build(
                 keys,
-                pd,
+                self.pd,
                 &r.wqe,
                 wqe::RECV_WQE_SGE_OFFSET,
                 w.num_sge,

@@ -118,6 +118,10 @@ pub fn encode_udp(sport: u16, ib_len: usize, buf: &mut [u8]) -> Result<usize, En
     put(buf, [s0, s1, p0, p1, l0, l1, 0, 0])
 }
 
+/// The first 12 bytes of an IPv4-mapped IPv6 address (`::ffff:a.b.c.d`),
+/// as RoCEv2 GIDs carry IPv4 addresses.
+pub const V4_MAPPED_PREFIX: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
+
 /// The 40 bytes a UD receive buffer starts with (`union rdma_network_hdr`):
 /// a GRH's place, holding the packet's IPv6 header, or its IPv4 header in
 /// the last 20 bytes. The core tells them apart by the IPv4 checksum

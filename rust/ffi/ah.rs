@@ -37,8 +37,7 @@ pub(super) unsafe extern "C" fn create_ah(
     init: *mut b::rdma_ah_init_attr,
     udata: *mut b::ib_udata,
 ) -> c_int {
-    // SAFETY: per the function's contract; `ah_attr` is the core's, live
-    // during the call.
+    // SAFETY: the function's contract; `ah_attr` is the core's, live during the call.
     let (dev, pd, attr, udata) = unsafe {
         (
             OxeDevice::from_ib((*ib).device),
@@ -87,8 +86,8 @@ pub(super) unsafe extern "C" fn create_ah(
             return e.to_errno();
         }
     }
-    // SAFETY: fresh memory the core allocated for an OxeAh, seen by no one
-    // else yet; the core calls `destroy_ah` only if this verb succeeds.
+    // The core calls `destroy_ah` only if this verb succeeds.
+    // SAFETY: fresh memory the core allocated for an OxeAh, seen by no one else yet.
     match unsafe { init_in_place::<OxeAh, core::convert::Infallible>(ib, ah) } {
         Ok(()) => 0,
         Err(e) => match e {},

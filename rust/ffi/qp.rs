@@ -151,6 +151,16 @@ pub(super) unsafe extern "C" fn query_qp(
     0
 }
 
+/// The QP and group of attach_mcast and detach_mcast.
+///
+/// # Safety
+///
+/// `ib` is a live QP of an oxe device, `gid` a readable GID.
+unsafe fn mcast_args<'a>(ib: *mut b::ib_qp, gid: *const b::ib_gid) -> (&'a Arc<Qp>, [u8; 16]) {
+    // SAFETY: per the function's contract; `raw` is the union's plain 16 bytes.
+    unsafe { (OxeQp::qp(ib), *(*gid).raw.as_ref()) }
+}
+
 /// # Safety
 ///
 /// Called by the RDMA core for a live QP with a GID.
@@ -159,8 +169,8 @@ pub(super) unsafe extern "C" fn attach_mcast(
     gid: *mut b::ib_gid,
     _lid: u16,
 ) -> c_int {
-    // SAFETY: a live QP; `raw` is the union's plain 16 bytes.
-    let (qp, mgid) = unsafe { (OxeQp::qp(ib), *(*gid).raw.as_ref()) };
+    // SAFETY: the core's live QP and GID.
+    let (qp, mgid) = unsafe { mcast_args(ib, gid) };
     to_c(qp.attach_mcast(&mgid))
 }
 
@@ -172,8 +182,8 @@ pub(super) unsafe extern "C" fn detach_mcast(
     gid: *mut b::ib_gid,
     _lid: u16,
 ) -> c_int {
-    // SAFETY: a live QP; `raw` is the union's plain 16 bytes.
-    let (qp, mgid) = unsafe { (OxeQp::qp(ib), *(*gid).raw.as_ref()) };
+    // SAFETY: the core's live QP and GID.
+    let (qp, mgid) = unsafe { mcast_args(ib, gid) };
     to_c(qp.detach_mcast(&mgid))
 }
 

@@ -96,9 +96,8 @@ impl Av {
     /// traffic class and hop limit. A destination GID equal to the source
     /// one is this device: loopback.
     pub(crate) fn route(&self, lqpn: u32, rqpn: u32) -> Route {
-        const V4_MAPPED: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
         Route {
-            ipv6: self.sgid.get(..12) != Some(&V4_MAPPED[..]),
+            ipv6: self.sgid.get(..12) != Some(&crate::ip::V4_MAPPED_PREFIX[..]),
             saddr: self.sgid,
             daddr: self.dgid,
             sport: crate::ip::udp_sport(self.flow_label, lqpn, rqpn),

@@ -442,7 +442,7 @@ impl Qp {
     /// SRQ's PD.
     pub(crate) fn take_recv(&self, rq: &mut RecvSide) -> Option<Result<(u64, Sgl), u32>> {
         if let Some(srq) = &self.srq {
-            return srq.take(self.keys.get(), srq.pd);
+            return srq.take(self.keys.get());
         }
         if !rq.queue.peek_into(&mut rq.wqe) {
             return None;

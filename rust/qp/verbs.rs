@@ -587,6 +587,5 @@ fn post_one_send(qp: &Qp, sq: &mut Queue, w: &KernelSendWr<'_>) -> Result {
 
 /// A multicast GID: IPv6 ff00::/8, or an IPv4-mapped 224.0.0.0/4 address.
 fn is_multicast(gid: &[u8; 16]) -> bool {
-    const V4_MAPPED: [u8; 12] = [0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff];
-    gid[0] == 0xff || (gid[..12] == V4_MAPPED && gid[12] & 0xf0 == 0xe0)
+    gid[0] == 0xff || (gid[..12] == crate::ip::V4_MAPPED_PREFIX && gid[12] & 0xf0 == 0xe0)
 }
