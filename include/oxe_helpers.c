@@ -313,7 +313,10 @@ void oxe_pd_id_free(u32 id)
  * none holds a CPU's pool for long. */
 struct workqueue_struct *oxe_alloc_wq(void)
 {
-	return alloc_workqueue("oxe", WQ_PERCPU | WQ_HIGHPRI, WQ_MAX_ACTIVE);
+	/* WQ_MEM_RECLAIM: storage clients (nvme-rdma, nvmet-rdma) move their I/O
+	 * through it on the reclaim path and flush it from their own reclaim
+	 * workqueues when they destroy a QP. */
+	return alloc_workqueue("oxe", WQ_PERCPU | WQ_HIGHPRI | WQ_MEM_RECLAIM, WQ_MAX_ACTIVE);
 }
 
 unsigned long oxe_nsecs_to_jiffies(u64 ns)

@@ -13,8 +13,10 @@ use crate::ah::AhTable;
 use crate::bindings as b;
 use crate::ib;
 use crate::ib::skb::NetHold;
+use crate::key;
 use crate::keys::KeyTable;
 use crate::mr::OxeMr;
+use crate::mw::Windows;
 use crate::params;
 use crate::qp::QpTable;
 use crate::queue::Mmaps;
@@ -36,6 +38,9 @@ pub(crate) struct DeviceState {
     /// lkey/rkey -> MR.
     #[pin]
     pub(crate) keys: KeyTable<OxeMr>,
+    /// rkey -> memory window (indices of their own).
+    #[pin]
+    pub(crate) mws: Windows,
     /// QPN -> QP.
     #[pin]
     pub(crate) qps: QpTable,
@@ -54,7 +59,8 @@ pub(crate) struct DeviceState {
 impl DeviceState {
     pub(crate) fn new(node_guid: u64, net: NetHold) -> impl PinInit<Self, Error> {
         try_pin_init!(DeviceState {
-            keys <- KeyTable::new(),
+            keys <- KeyTable::new(key::MIN_INDEX, key::MR_MAX_INDEX),
+            mws <- Windows::new(key::MW_MIN_INDEX, key::MAX_INDEX),
             qps <- QpTable::new(),
             ahs <- AhTable::new(),
             mmap_offset: Atomic::new(kernel::page::PAGE_SIZE as u64),
@@ -91,7 +97,10 @@ impl OxeDevice {
             | b::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID
             | b::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN
             | b::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS
-            | b::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE) as u64;
+            | b::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE
+            | b::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW
+            | b::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B)
+            as u64;
         a.kernel_cap_flags = u64::from(b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
         a.max_send_sge = params::MAX_SGE as c_int;
         a.max_recv_sge = params::MAX_SGE as c_int;
@@ -99,6 +108,7 @@ impl OxeDevice {
         a.max_cq = params::MAX_CQ as c_int;
         a.max_cqe = params::MAX_CQE as c_int;
         a.max_mr = params::MAX_MR as c_int;
+        a.max_mw = params::MAX_MW as c_int;
         a.max_pd = params::MAX_PD as c_int;
         a.max_qp_rd_atom = params::MAX_QP_RD_ATOM as c_int;
         a.max_res_rd_atom = params::MAX_RES_RD_ATOM as c_int;
@@ -111,8 +121,6 @@ impl OxeDevice {
         a.max_mcast_grp = params::MAX_MCAST_GRP as c_int;
         a.max_mcast_qp_attach = params::MAX_MCAST_QP_ATTACH as c_int;
         a.max_total_mcast_qp_attach = params::MAX_TOTAL_MCAST_QP_ATTACH as c_int;
-        // No memory window verbs (the ops table has none): their limits stay
-        // 0, as do those of the other missing verbs.
         a.max_fast_reg_page_list_len = params::MAX_FAST_REG_PAGE_LIST_LEN;
         a.max_pkeys = params::MAX_PKEYS;
         a.local_ca_ack_delay = params::LOCAL_CA_ACK_DELAY;

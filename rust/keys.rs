@@ -59,6 +59,16 @@ impl<T: Keyed> KeyRef<T> {
     }
 }
 
+impl<T: Keyed> KeyRef<T> {
+    /// Another reference on the same object (never fails: ours keeps the
+    /// count above zero).
+    pub(crate) fn try_clone(&self) -> Option<Self> {
+        // SAFETY: `try_get` took a reference, which the new `KeyRef` owns.
+        self.try_get()
+            .then(|| unsafe { KeyRef::from_raw(self.obj.as_ptr()) })
+    }
+}
+
 impl<T: Keyed> core::ops::Deref for KeyRef<T> {
     type Target = T;
 
@@ -81,6 +91,9 @@ pub(crate) struct KeyTable<T: Keyed> {
     /// Serialises index allocation; the next index to try.
     #[pin]
     next: Mutex<u32>,
+    /// The indices this table hands out (MRs and windows have their own).
+    min: u32,
+    max: u32,
     _t: core::marker::PhantomData<*const T>,
 }
 
@@ -91,11 +104,14 @@ unsafe impl<T: Keyed> Send for KeyTable<T> {}
 unsafe impl<T: Keyed> Sync for KeyTable<T> {}
 
 impl<T: Keyed> KeyTable<T> {
-    pub(crate) fn new() -> impl PinInit<Self, Error> {
+    /// A table handing out the indices `min..=max`.
+    pub(crate) fn new(min: u32, max: u32) -> impl PinInit<Self, Error> {
         try_pin_init!(KeyTable {
             // SAFETY: `slot` is valid for the XArray to be initialised in.
             xa <- Opaque::ffi_init(|slot| unsafe { b::oxe_xa_init(slot) }),
-            next <- kernel::new_mutex!(key::MIN_INDEX),
+            next <- kernel::new_mutex!(min),
+            min,
+            max,
             _t: core::marker::PhantomData,
         }? Error)
     }
@@ -108,11 +124,11 @@ impl<T: Keyed> KeyTable<T> {
     /// complete, to publish under it (the table takes over one reference).
     pub(crate) fn insert(&self, make: impl FnOnce(u32) -> *mut T) -> Result<u32> {
         let mut next = self.next.lock();
-        let span = key::MAX_INDEX - key::MIN_INDEX + 1;
+        let span = self.max - self.min + 1;
         for _ in 0..span {
             let index = *next;
-            *next = if index == key::MAX_INDEX {
-                key::MIN_INDEX
+            *next = if index == self.max {
+                self.min
             } else {
                 index + 1
             };
@@ -165,6 +181,9 @@ impl<T: Keyed> KeyTable<T> {
     }
 
     fn find(&self, index: u32, ok: impl FnOnce(&T) -> bool) -> Option<KeyRef<T>> {
+        if !(self.min..=self.max).contains(&index) {
+            return None;
+        }
         let _guard = rcu::read_lock();
         // SAFETY: RCU-protected load from an initialised XArray.
         let entry = unsafe { b::xa_load(self.xa(), index as usize) };

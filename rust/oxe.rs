@@ -33,6 +33,7 @@ mod irqlock;
 mod keys;
 mod link;
 mod mr;
+mod mw;
 mod net;
 mod pd;
 mod pkt;
@@ -64,6 +65,9 @@ mod key;
 #[allow(unreachable_pub, dead_code)]
 #[path = "common/mtt.rs"]
 mod mtt;
+#[allow(unreachable_pub, dead_code)]
+#[path = "common/mw_rules.rs"]
+mod mw_rules;
 #[allow(unreachable_pub, dead_code)]
 #[path = "common/packet.rs"]
 mod packet;

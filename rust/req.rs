@@ -305,7 +305,7 @@ fn take(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) -> Take {
     let Some(w) = SendWqe::parse(&sq.wqe) else {
         return Take::Stop;
     };
-    let local = matches!(w.opcode, wr::LOCAL_INV | wr::REG_MR);
+    let local = matches!(w.opcode, wr::LOCAL_INV | wr::REG_MR | wr::BIND_MW);
     // Local operations and fenced WQEs wait for what is in flight: the
     // former run here and complete at once, in order.
     if (local || w.send_flags & flags::FENCE != 0) && n > 0 {
@@ -443,10 +443,17 @@ fn local_sgl(qp: &Qp, sq: &SendSide, num: u32, rights: u32) -> Result<Sgl, u32> 
     )
 }
 
-/// LOCAL_INV and REG_MR: no packet, only the MR changes state. Failures
-/// complete with LOC_QP_OP_ERR, as in rdma_rxe.
+/// LOCAL_INV, REG_MR and BIND_MW: no packet, only the MR or window changes
+/// state. Failures complete with LOC_QP_OP_ERR (MW_BIND_ERR for a bind), as
+/// in rdma_rxe.
 fn local_op(qp: &Qp, w: &SendWqe) -> u32 {
     let res = match w.opcode {
+        // A UD or UC QP binds no window (o10-37.2.13: RC only).
+        wr::BIND_MW if !qp.reliable() => false,
+        wr::BIND_MW => crate::mw::bind(qp.mws.get(), qp.keys.get(), qp.pd, qp.qpn, w),
+        wr::LOCAL_INV if crate::mw_rules::is_mw(w.ex) => {
+            crate::mw::invalidate(qp.mws.get(), w.ex, qp.pd)
+        }
         wr::LOCAL_INV => mr::invalidate(qp.keys.get(), w.ex, qp.pd),
         // Kernel QPs only: a user could write any key into its ring.
         _ if qp.user => false,
@@ -455,6 +462,8 @@ fn local_op(qp: &Qp, w: &SendWqe) -> u32 {
     };
     if res {
         b::ib_wc_status_IB_WC_SUCCESS
+    } else if w.opcode == wr::BIND_MW {
+        b::ib_wc_status_IB_WC_MW_BIND_ERR
     } else {
         b::ib_wc_status_IB_WC_LOC_QP_OP_ERR
     }

@@ -24,7 +24,7 @@ use crate::packet::{self, op, Hdr, Nak, Syndrome};
 use crate::params::{cost, BUDGET};
 use crate::pkt::{Gather, Packet, Payload};
 use crate::qp::flight::{Progress, ReadServe};
-use crate::qp::{Attrs, Qp, RecvSide, RECV, STATE_RTR, STATE_RTS, STATE_SQD, STATE_SQE};
+use crate::qp::{Attrs, Qp, RecvSide, RECV, STATE_ERR, STATE_RTR, STATE_RTS, STATE_SQD, STATE_SQE};
 use crate::sgl::MrCache;
 use crate::stats::Counter;
 
@@ -67,6 +67,11 @@ pub(crate) fn run(qp: &Arc<Qp>) {
     let mut rq = qp.rq.lock();
     if qp.is_dead() {
         return;
+    }
+    if qp.attrs().state == STATE_ERR {
+        // Receives posted since the QP failed (a kernel client's drain);
+        // the requests below are dropped.
+        qp.flush_rq(&mut rq);
     }
     let mut budget = BUDGET;
     let mut cache = MrCache::new();
@@ -318,15 +323,8 @@ fn serve_read(qp: &Arc<Qp>, rq: &mut RecvSide, budget: &mut u32, cache: &mut MrC
         let payload = if n == 0 {
             Ok(Payload::empty())
         } else {
-            match cache.checked(
-                qp.keys.get(),
-                r.rkey,
-                qp.pd,
-                iova,
-                n as u64,
-                access::REMOTE_READ,
-            ) {
-                Some(m) => Payload::from_mr(m, iova, n),
+            match cached_remote(qp, cache, r.rkey, iova, n as u64, access::REMOTE_READ) {
+                Some((m, at)) => Payload::from_mr(m, at, n),
                 None => Err(Gather::Access),
             }
         };
@@ -491,12 +489,16 @@ fn request(
             if a.va % 8 != 0 {
                 return fatal(qp, rq, Nak::InvalidRequest);
             }
-            let mr = match remote(qp, attrs.access, a.rkey, a.va, 8, access::REMOTE_ATOMIC) {
+            let (mr, at) = match remote(qp, attrs.access, a.rkey, a.va, 8, access::REMOTE_ATOMIC) {
                 Err(nak) => return fatal(qp, rq, nak),
-                Ok(Some(mr)) => mr,
+                Ok(Some(m)) => m,
                 Ok(None) => return fatal(qp, rq, Nak::InvalidRequest),
             };
-            let orig = mr.atomic(a.va, |x| {
+            // A window may start anywhere in its MR.
+            if at % 8 != 0 {
+                return fatal(qp, rq, Nak::InvalidRequest);
+            }
+            let orig = mr.atomic(at, |x| {
                 if o == op::COMPARE_SWAP {
                     match x.cmpxchg(a.compare_add, a.swap, ordering::Full) {
                         Ok(v) | Err(v) => v,
@@ -523,7 +525,7 @@ fn complete_recv(qp: &Qp, rq: &mut RecvSide, cqe: Cqe, solicited: bool) {
 
 /// Checks the remote access of a WRITE, READ or atomic: the QP must allow
 /// it, and the rkey must name a live MR of this QP's PD that grants it over
-/// the range.
+/// the range, or a window that does. The MR the access lands in, and where.
 fn remote(
     qp: &Qp,
     qp_access: u32,
@@ -531,14 +533,13 @@ fn remote(
     va: u64,
     len: u64,
     right: u32,
-) -> Result<Option<MrRef>, Nak> {
+) -> Result<Option<(MrRef, u64)>, Nak> {
     if qp_access & right == 0 {
         return Err(Nak::RemoteAccess);
     }
     if len == 0 {
         return Ok(None);
     }
-    let m = mr::lookup(qp.keys.get(), rkey).ok_or(Nak::RemoteAccess)?;
     let req = Request {
         key: rkey,
         pd: qp.pd,
@@ -546,8 +547,41 @@ fn remote(
         len,
         rights: right,
     };
+    if crate::mw_rules::is_mw(rkey) {
+        return crate::mw::resolve(qp.mws.get(), qp.qpn, &req)
+            .map(Some)
+            .ok_or(Nak::RemoteAccess);
+    }
+    let m = mr::lookup(qp.keys.get(), rkey).ok_or(Nak::RemoteAccess)?;
     m.check(&req).map_err(|_| Nak::RemoteAccess)?;
-    Ok(Some(m))
+    Ok(Some((m, va)))
+}
+
+/// As [`remote`], for the packets of an access checked at its start, with
+/// the MR of the last packet reused (`MrCache`). A window is resolved afresh
+/// for every packet: it may be rebound or invalidated between two.
+fn cached_remote<'c>(
+    qp: &Qp,
+    cache: &'c mut MrCache,
+    rkey: u32,
+    iova: u64,
+    len: u64,
+    right: u32,
+) -> Option<(&'c MrRef, u64)> {
+    if crate::mw_rules::is_mw(rkey) {
+        let req = Request {
+            key: rkey,
+            pd: qp.pd,
+            iova,
+            len,
+            rights: right,
+        };
+        let (m, at) = crate::mw::resolve(qp.mws.get(), qp.qpn, &req)?;
+        return Some((cache.hold(m), at));
+    }
+    cache
+        .checked(qp.keys.get(), rkey, qp.pd, iova, len, right)
+        .map(|m| (m, iova))
 }
 
 fn send_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache) -> Reply {
@@ -606,9 +640,16 @@ fn send_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache)
         cqe.ex = pkt.hdr.ex;
         cqe.wc_flags |= b::ib_wc_flags_IB_WC_WITH_IMM;
     } else if matches!(pkt.hdr.opcode, op::SEND_LAST_INV | op::SEND_ONLY_INV) {
-        // The rkey must name a valid fast-registration MR of this QP's PD
+        // The rkey must name a valid fast-registration MR or a bound type 2
+        // window of this QP's PD
         // (class J error otherwise: the sender sees REM_INV_REQ_ERR).
-        if !mr::invalidate(qp.keys.get(), pkt.hdr.ex, qp.pd) {
+        let k = pkt.hdr.ex;
+        let done = if crate::mw_rules::is_mw(k) {
+            crate::mw::invalidate(qp.mws.get(), k, qp.pd)
+        } else {
+            mr::invalidate(qp.keys.get(), k, qp.pd)
+        };
+        if !done {
             rq.progress = None;
             return fatal(qp, rq, Nak::InvalidRequest);
         }
@@ -633,9 +674,8 @@ fn write_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache
             let placed = if *received + len > *total {
                 Err(Nak::InvalidRequest)
             } else if len > 0
-                && !cache
-                    .checked(qp.keys.get(), *rkey, qp.pd, iova, len, access::REMOTE_WRITE)
-                    .is_some_and(|m| m.write(iova, pkt.payload.src(), 0, len as usize))
+                && !cached_remote(qp, cache, *rkey, iova, len, access::REMOTE_WRITE)
+                    .is_some_and(|(m, at)| m.write(at, pkt.payload.src(), 0, len as usize))
             {
                 Err(Nak::RemoteAccess)
             } else {

@@ -95,6 +95,15 @@ impl MrCache {
     }
 }
 
+impl MrCache {
+    /// Keeps `m` (resolved through a window) for the caller, and for no
+    /// later call: key 0 names no MR, so the next `checked` looks up anew.
+    pub(crate) fn hold(&mut self, m: MrRef) -> &MrRef {
+        self.key = 0;
+        self.mr.insert(m)
+    }
+}
+
 impl Sgl {
     /// Checks SGEs `0..num` of the WQE copy `w` (array at `base`) for
     /// `rights` in `pd`. On failure, the work completion status to report.

@@ -7,7 +7,7 @@ set -euo pipefail
 PKGS=(build-essential flex bison bc libelf-dev libssl-dev cpio kmod xz-utils
       python3 rsync qemu-system-x86 libclang-19-dev clang-19 lld-19 llvm-19
       rdma-core ibverbs-utils ibverbs-providers libibverbs-dev librdmacm-dev
-      perftest rdmacm-utils python3-pyverbs iproute2 busybox-static)
+      perftest rdmacm-utils python3-pyverbs iproute2 busybox-static nvme-cli)
 
 missing=()
 for p in "${PKGS[@]}"; do

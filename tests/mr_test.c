@@ -504,7 +504,8 @@ TEST_F_TIMEOUT(mr, many_small_mrs_100k, 900)
 /*
  * Keys are index << 8 | tag, and only the whole key opens an MR: a key kept
  * after deregistration must not open the index's next tenant. oxe hands
- * indices out cyclically over 2^24 - 1 slots, so an index comes back only
+ * MR indices out cyclically over 2^23 - 1 slots (the other half is the
+ * memory windows'), so an index comes back only
  * after that many registrations (mr.reused_index_gets_a_new_tag, opt-in);
  * within a run's budget, what can be checked is that keys do not repeat and
  * that a live MR's index under any other tag (what a stale key of a former
@@ -574,8 +575,8 @@ TEST_F(mr, keys_never_repeat_and_other_tags_are_refused)
 /*
  * An index that comes back comes back under a new tag, and its former
  * tenant's key (kept after deregistration) is refused while the new key
- * works. Cycling through every index takes 2^24 - 1 registrations (about
- * 6 minutes on the plain guest at ~20 us each, far longer on KASAN), so the
+ * works. Cycling through every MR index takes 2^23 - 1 registrations (about
+ * 3 minutes on the plain guest at ~20 us each, far longer on KASAN), so the
  * case runs only with OXE_KEY_WRAP=1. It ends early if the driver hands
  * indices back sooner.
  */
@@ -589,7 +590,7 @@ TEST_F_TIMEOUT(mr, reused_index_gets_a_new_tag, 7200)
 	struct loop l;
 
 	if (!getenv("OXE_KEY_WRAP"))
-		SKIP(return, "2^24 registrations; set OXE_KEY_WRAP=1 to run");
+		SKIP(return, "2^23 registrations; set OXE_KEY_WRAP=1 to run");
 	ASSERT_NE(NULL, buf);
 	smr = ibv_reg_mr(self->pd, src, PAGE, IBV_ACCESS_LOCAL_WRITE);
 	ASSERT_NE(NULL, smr);
@@ -597,7 +598,7 @@ TEST_F_TIMEOUT(mr, reused_index_gets_a_new_tag, 7200)
 	ASSERT_NE(NULL, mr);
 	stale = mr->rkey;
 	ASSERT_EQ(0, ibv_dereg_mr(mr));
-	for (mr = NULL; n < (1L << 24) + 16; n++) {
+	for (mr = NULL; n < (1L << 23) + 16; n++) {
 		mr = ibv_reg_mr(self->pd, buf, PAGE, ACC_ALL);
 		ASSERT_NE(NULL, mr) TH_LOG("registration %ld: %s", n, strerror(errno));
 		if (mr->rkey >> 8 == stale >> 8)

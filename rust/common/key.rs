@@ -8,6 +8,11 @@ pub const TAG_BITS: u32 = 8;
 /// Indices are 24 bits; 0 is never handed out (a zeroed key is never valid).
 pub const MIN_INDEX: u32 = 1;
 pub const MAX_INDEX: u32 = (1 << (32 - TAG_BITS)) - 1;
+/// MRs take the lower half of the indices and memory windows the upper
+/// half, so the data path tells them apart by the key alone (rxe does the
+/// same with its pools' index ranges).
+pub const MR_MAX_INDEX: u32 = (1 << (31 - TAG_BITS)) - 1;
+pub const MW_MIN_INDEX: u32 = MR_MAX_INDEX + 1;
 
 pub const fn make(index: u32, tag: u8) -> u32 {
     (index << TAG_BITS) | tag as u32

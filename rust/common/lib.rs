@@ -11,6 +11,7 @@ pub mod icrc;
 pub mod ip;
 pub mod key;
 pub mod mtt;
+pub mod mw_rules;
 pub mod packet;
 pub mod params;
 pub mod pma;

@@ -2,9 +2,7 @@
 
 //! Device and port parameters. The values match rdma_rxe's
 //! (drivers/infiniband/sw/rxe/rxe_param.h): librxe, perftest and an rxe peer
-//! size their queues, read depths and MTU from them. The limits of verbs oxe
-//! does not implement (SRQ, memory windows, address handles, multicast) are
-//! not here: oxe reports 0 for them.
+//! size their queues, read depths and MTU from them.
 
 /// rxe's uverbs ABI version (drivers/infiniband/sw/rxe/rxe.h); librxe takes 1..2.
 pub const UVERBS_ABI_VERSION: u32 = 2;
@@ -24,6 +22,8 @@ pub const MAX_INLINE_DATA: u32 = MAX_SGE * 16;
 pub const MAX_CQ: u32 = DEFAULT_MAX;
 pub const MAX_CQE: u32 = (1 << 15) - 1;
 pub const MAX_MR: u32 = (DEFAULT_MAX >> 1) - 1;
+/// rxe's RXE_MAX_MW (the key table has room for 2^23 of each).
+pub const MAX_MW: u32 = (DEFAULT_MAX >> 1) - 1;
 pub const MAX_PD: u32 = DEFAULT_MAX;
 /// A peer's perftest sets our max_rd_atomic to its own value, so accept rxe's.
 pub const MAX_QP_RD_ATOM: u32 = 128;

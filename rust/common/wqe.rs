@@ -34,6 +34,14 @@ pub mod layout {
     pub const REG_MR: usize = WR;
     pub const REG_KEY: usize = WR + 8;
     pub const REG_ACCESS: usize = WR + 12;
+    /// The `mw` member (BIND_MW): the window's range, the MR's lkey, the
+    /// window's key now and the key it gets, and the rights it grants.
+    pub const MW_ADDR: usize = WR;
+    pub const MW_LENGTH: usize = WR + 8;
+    pub const MW_MR_LKEY: usize = WR + 16;
+    pub const MW_MW_RKEY: usize = WR + 20;
+    pub const MW_RKEY: usize = WR + 24;
+    pub const MW_ACCESS: usize = WR + 28;
     /// `dma` (struct rxe_dma_info) of rxe_send_wqe and rxe_recv_wqe.
     pub const SEND_DMA: usize = 184;
     pub const RECV_DMA: usize = 16;
@@ -100,6 +108,9 @@ pub struct SendWqe {
     pub remote_qpn: u32,
     pub remote_qkey: u32,
     pub ah_num: u32,
+    /// BIND_MW: the bind (zero for other opcodes) and the MR's lkey.
+    pub bind: crate::mw_rules::Bind,
+    pub bind_mr_key: u32,
 }
 
 /// IB_WR_* opcodes (= IBV_WR_* below 0x20).
@@ -112,6 +123,7 @@ pub mod wr {
     pub const ATOMIC_CMP_AND_SWP: u32 = 5;
     pub const ATOMIC_FETCH_AND_ADD: u32 = 6;
     pub const LOCAL_INV: u32 = 7;
+    pub const BIND_MW: u32 = 8;
     pub const SEND_WITH_INV: u32 = 9;
     /// Kernel only: not part of the user ABI.
     pub const REG_MR: u32 = 0x20;
@@ -136,19 +148,21 @@ impl SendWqe {
         let reg = opcode == wr::REG_MR;
         let send = matches!(opcode, wr::SEND | wr::SEND_WITH_IMM);
         let ud = |off| if send { u32_at(b, off) } else { 0 };
+        let bind = opcode == wr::BIND_MW;
+        let mw = |off| if bind { u32_at(b, off) } else { 0 };
         Some(SendWqe {
             wr_id: u64_at(b, WR_ID),
             opcode,
             send_flags: u32_at(b, SEND_FLAGS),
             ex: u32_at(b, EX),
-            remote_addr: if reg || send {
+            remote_addr: if reg || send || bind {
                 0
             } else if atomic {
                 u64_at(b, ATOMIC_REMOTE_ADDR)
             } else {
                 u64_at(b, RDMA_REMOTE_ADDR)
             },
-            rkey: if send {
+            rkey: if send || bind {
                 0
             } else if reg {
                 u32_at(b, REG_KEY)
@@ -171,6 +185,14 @@ impl SendWqe {
             remote_qpn: ud(UD_REMOTE_QPN),
             remote_qkey: ud(UD_REMOTE_QKEY),
             ah_num: ud(UD_AH_NUM),
+            bind: crate::mw_rules::Bind {
+                mw_key: mw(MW_MW_RKEY),
+                new_key: mw(MW_RKEY),
+                addr: if bind { u64_at(b, MW_ADDR) } else { 0 },
+                length: if bind { u64_at(b, MW_LENGTH) } else { 0 },
+                access: mw(MW_ACCESS),
+            },
+            bind_mr_key: mw(MW_MR_LKEY),
         })
     }
 }
@@ -240,6 +262,13 @@ pub fn write_send(
         put(b, ATOMIC_COMPARE_ADD, &w.compare_add.to_ne_bytes());
         put(b, ATOMIC_SWAP, &w.swap.to_ne_bytes());
         put(b, ATOMIC_RKEY, &w.rkey.to_ne_bytes());
+    } else if w.opcode == wr::BIND_MW {
+        put(b, MW_ADDR, &w.bind.addr.to_ne_bytes());
+        put(b, MW_LENGTH, &w.bind.length.to_ne_bytes());
+        put(b, MW_MR_LKEY, &w.bind_mr_key.to_ne_bytes());
+        put(b, MW_MW_RKEY, &w.bind.mw_key.to_ne_bytes());
+        put(b, MW_RKEY, &w.bind.new_key.to_ne_bytes());
+        put(b, MW_ACCESS, &w.bind.access.to_ne_bytes());
     } else if matches!(w.opcode, wr::SEND | wr::SEND_WITH_IMM) {
         put(b, UD_REMOTE_QPN, &w.remote_qpn.to_ne_bytes());
         put(b, UD_REMOTE_QKEY, &w.remote_qkey.to_ne_bytes());
@@ -287,6 +316,33 @@ pub fn write_recv(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bind_mw_roundtrip() {
+        let mut buf = [0x55u8; 256];
+        let w = SendWqe {
+            wr_id: 9,
+            opcode: wr::BIND_MW,
+            send_flags: flags::SIGNALED,
+            bind: crate::mw_rules::Bind {
+                mw_key: 0x8000_0012,
+                new_key: 0x8000_0013,
+                addr: 0x7f00_1234_5000,
+                length: 0x3000,
+                access: 2,
+            },
+            bind_mr_key: 0x456,
+            ..Default::default()
+        };
+        write_send(&mut buf, &w, core::iter::empty()).unwrap();
+        assert_eq!(SendWqe::parse(&buf), Some(w));
+        // Only BIND_MW reads the `mw` member.
+        let mut other = buf;
+        put(&mut other, OPCODE, &wr::RDMA_WRITE.to_ne_bytes());
+        let p = SendWqe::parse(&other).unwrap();
+        assert_eq!(p.bind, crate::mw_rules::Bind::default());
+        assert_eq!(p.bind_mr_key, 0);
+    }
 
     #[test]
     fn send_roundtrip() {

@@ -46,6 +46,7 @@ use crate::ah::OxeAh;
 use crate::bindings as b;
 use crate::cq::OxeCq;
 use crate::device::OxeUcontext;
+use crate::mw::OxeMw;
 use crate::params;
 use crate::pd::OxePd;
 use crate::qp::OxeQp;
@@ -55,6 +56,7 @@ pub(crate) mod ah;
 pub(crate) mod cq;
 pub(crate) mod device;
 pub(crate) mod mr;
+pub(crate) mod mw;
 pub(crate) mod net;
 pub(crate) mod pd;
 pub(crate) mod qp;
@@ -121,6 +123,10 @@ pub(crate) fn device_ops() -> b::ib_device_ops {
     ops.alloc_mr = Some(mr::alloc_mr);
     ops.map_mr_sg = Some(mr::map_mr_sg);
     ops.fill_res_mr_entry = Some(mr::fill_res_mr_entry);
+
+    ops.alloc_mw = Some(mw::alloc_mw);
+    ops.dealloc_mw = Some(mw::dealloc_mw);
+    ops.size_ib_mw = size_of::<OxeMw>();
     // CQ.
     ops.create_cq = Some(cq::create_cq);
     ops.destroy_cq = Some(cq::destroy_cq);

@@ -117,6 +117,11 @@ pub(super) unsafe extern "C" fn rereg_user_mr(
     // SAFETY: a live MR of ours and the command's udata.
     let (mr, udata) = unsafe { (from_ib::<OxeMr>(ib), Udata::from_raw(udata)) };
     if flags & b::ib_mr_rereg_flags_IB_MR_REREG_TRANS != 0 {
+        // The core destroys this MR next, which must not fail: no window
+        // may be bound, and none binds from here on (unless this fails).
+        if let Err(e) = mr.freeze_windows() {
+            return err_ptr(e);
+        }
         let kind = mr
             .rereg_trans_access(flags, access as u32)
             .and_then(|access| {
@@ -125,7 +130,12 @@ pub(super) unsafe extern "C" fn rereg_user_mr(
                 Kind::user(pd_id, start, length, iova, access, udata.as_ref())
             });
         // SAFETY: as above.
-        return to_c_ptr(kind.and_then(|k| unsafe { publish(pd, k, iova, length) }));
+        let new = kind.and_then(|k| unsafe { publish(pd, k, iova, length) });
+        if new.is_err() {
+            // The old MR stays; windows may bind to it again.
+            mr.thaw_windows();
+        }
+        return to_c_ptr(new);
     }
     let set_pd = flags & b::ib_mr_rereg_flags_IB_MR_REREG_PD != 0;
     // SAFETY: the new PD, live, of this device (the function's contract).
@@ -206,6 +216,11 @@ unsafe extern "C" fn set_page(ib: *mut b::ib_mr, addr: u64) -> c_int {
 pub(super) unsafe extern "C" fn dereg_mr(ib: *mut b::ib_mr, _udata: *mut b::ib_udata) -> c_int {
     // SAFETY: a live MR of ours, on a live oxe device.
     let (mr, dev) = unsafe { (from_ib::<OxeMr>(ib), OxeDevice::from_ib((*ib).device)) };
+    // Windows hold the MR: it goes after them (the core retries a process's
+    // MRs after its windows when it cleans up).
+    if let Err(e) = mr.retire_windows() {
+        return e.to_errno();
+    }
     if let Some(state) = dev.state() {
         state.keys.remove(mr.key());
     }

@@ -69,6 +69,7 @@ pub(super) unsafe extern "C" fn create_qp(
     let args = unsafe {
         CreateArgs {
             keys: CoreRef::new(&state.keys),
+            mws: CoreRef::new(&state.mws),
             peers: CoreRef::new(&state.qps),
             ahs: CoreRef::new(&state.ahs),
             ndev: state.net.ndev(),
@@ -375,6 +376,9 @@ pub(super) unsafe extern "C" fn post_recv(
         Ok(())
     });
     let res = res.map_err(|e| (wr, e)).and_then(|r| r);
+    // A receive posted in ERR is flushed at once (ib_drain_rq waits for
+    // the flush of the one it posts): the receive task does it.
+    qp.recv_posted();
     match res {
         Ok(()) => 0,
         Err((at, e)) => {

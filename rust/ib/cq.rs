@@ -51,6 +51,22 @@ pub(crate) fn event<T: CoreObject<Ib = b::ib_cq>>(cq: &T, ty: b::ib_event_type) 
     unsafe { b::oxe_cq_event(ib_ptr(cq), ty) };
 }
 
+/// libibverbs' IBV_WC_WITH_INV. librxe hands the CQE to the application as
+/// it is, so its flags must be libibverbs' values, which agree with the
+/// kernel's IB_WC_* but for invalidation: the kernel's bit 2 is
+/// IBV_WC_IP_CSUM_OK there (rdma_rxe writes it, and its users see a checksum
+/// flag where an invalidation was).
+const IBV_WC_WITH_INV: u32 = 1 << 3;
+
+fn user_wc_flags(k: u32) -> u32 {
+    let inv = b::ib_wc_flags_IB_WC_WITH_INVALIDATE;
+    if k & inv != 0 {
+        k & !inv | IBV_WC_WITH_INV
+    } else {
+        k
+    }
+}
+
 /// `cqe` as user CQs carry it: `struct ib_uverbs_wc`.
 pub(crate) fn uverbs_wc(cqe: &Cqe) -> b::ib_uverbs_wc {
     let mut wc: b::ib_uverbs_wc = pin_init::zeroed();
@@ -62,7 +78,7 @@ pub(crate) fn uverbs_wc(cqe: &Cqe) -> b::ib_uverbs_wc {
     unsafe { *wc.ex.imm_data.as_mut() = cqe.ex };
     wc.qp_num = cqe.qp_num;
     wc.src_qp = cqe.src_qp;
-    wc.wc_flags = cqe.wc_flags;
+    wc.wc_flags = user_wc_flags(cqe.wc_flags);
     wc.port_num = 1;
     wc
 }

@@ -59,6 +59,9 @@ pub(crate) struct OxeMr {
     key: Atomic<u32>,
     /// The key table's reference plus one per data-path user.
     refs: Atomic<i32>,
+    /// Memory windows bound to it; `FROZEN` while a re-registration or the
+    /// deregistration runs, which refuse to start while any is bound.
+    windows: Atomic<i32>,
     #[pin]
     released: Completion,
     rcu: Opaque<b::callback_head>,
@@ -73,6 +76,7 @@ impl OxeMr {
             kind,
             key: Atomic::new(0),
             refs: Atomic::new(1),
+            windows: Atomic::new(0),
             released <- Completion::new(),
             rcu: Opaque::uninit(),
         }? Error)
@@ -110,6 +114,28 @@ impl OxeMr {
         }
     }
 
+    /// Stops windows from binding, unless one is bound (EBUSY): before
+    /// deregistration (for good) and re-registration (then `thaw_windows`).
+    pub(crate) fn freeze_windows(&self) -> Result {
+        self.windows
+            .cmpxchg(0, FROZEN, ordering::Acquire)
+            .map(|_| ())
+            .map_err(|_| EBUSY)
+    }
+
+    pub(crate) fn thaw_windows(&self) {
+        self.windows.store(0, ordering::Release);
+    }
+
+    /// Deregistration's check: no window bound, and none ever again (a
+    /// re-registration that replaced the MR froze it already).
+    pub(crate) fn retire_windows(&self) -> Result {
+        match self.windows.cmpxchg(0, FROZEN, ordering::Acquire) {
+            Ok(_) | Err(FROZEN) => Ok(()),
+            Err(_) => Err(EBUSY),
+        }
+    }
+
     /// Deregistration: waits until the last reference is gone.
     pub(crate) fn wait_released(&self) {
         self.released.wait_for_completion();
@@ -143,6 +169,8 @@ impl OxeMr {
     }
 }
 
+const FROZEN: i32 = i32::MIN;
+
 /// Why a local operation on an MR (REG_MR, LOCAL_INV, SEND_WITH_INV) fails.
 #[derive(Debug)]
 pub(crate) struct LocalOpError;
@@ -166,6 +194,64 @@ fn check_grant(grant: &Grant, req: &mtt::Request) -> Result<(), mtt::AccessError
 impl MrRef {
     fn mr(&self) -> &OxeMr {
         &self.mr
+    }
+
+    /// Another reference on the same MR, under the same key.
+    pub(crate) fn try_clone(&self) -> Option<MrRef> {
+        Some(MrRef {
+            mr: self.mr.try_clone()?,
+            key: self.key,
+        })
+    }
+
+    /// What a window bind checks of the MR: user MRs only (kernel clients
+    /// have no windows).
+    pub(crate) fn window_view(&self) -> Option<crate::mw_rules::MrView> {
+        let Kind::User { rights, region, .. } = &self.mr().kind else {
+            return None;
+        };
+        let r = PdRights::unpack(rights.load(ordering::Relaxed));
+        Some(crate::mw_rules::MrView {
+            pd: r.pd,
+            access: r.access,
+            iova: region.iova,
+            length: region.length,
+        })
+    }
+
+    /// Counts a window bound to the MR; false once its deregistration or a
+    /// re-registration began.
+    pub(crate) fn bind_window(&self) -> bool {
+        let w = &self.mr().windows;
+        let mut cur = w.load(ordering::Relaxed);
+        while cur >= 0 {
+            match w.cmpxchg(cur, cur + 1, ordering::Relaxed) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+        false
+    }
+
+    /// A window let go of the MR (unbound, invalidated, freed).
+    pub(crate) fn unbind_window(self) {
+        self.mr().windows.fetch_sub(1, ordering::Relaxed);
+    }
+
+    /// The range check of an access through a window, which gave the
+    /// rights: the MR must still map `[iova, iova + len)`.
+    pub(crate) fn check_range(&self, iova: u64, len: u64) -> bool {
+        let Some(v) = self.window_view() else {
+            return false;
+        };
+        let req = mtt::Request {
+            key: self.mr().key(),
+            pd: v.pd,
+            iova,
+            len,
+            rights: 0,
+        };
+        self.check(&req).is_ok()
     }
 
     /// The access check of the data path: `Ok` if the MR grants `req`, or
@@ -319,6 +405,7 @@ impl OxeMr {
         let Kind::User { rights, .. } = &self.kind else {
             return Err(EINVAL);
         };
+
         Ok(if flags & b::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0 {
             new_access
         } else {
@@ -342,6 +429,22 @@ impl OxeMr {
         let Kind::User { rights, pinned, .. } = &self.kind else {
             return Err(EINVAL);
         };
+        // A window bound now was checked against the PD and rights this
+        // would change: refuse while one is, and hold binds off meanwhile.
+        self.freeze_windows()?;
+        let res = self.rereg_locked(rights, pinned, flags, new_access, new_pd);
+        self.thaw_windows();
+        res
+    }
+
+    fn rereg_locked(
+        &self,
+        rights: &Atomic<u64>,
+        pinned: &PinnedCell,
+        flags: u32,
+        new_access: u32,
+        new_pd: Option<PdId>,
+    ) -> Result {
         let set_access = flags & b::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0;
         if set_access {
             access::check_access(new_access).map_err(reg_errno)?;

@@ -24,6 +24,7 @@ pub(crate) fn wc_opcode(opcode: u32) -> u32 {
         wr::ATOMIC_FETCH_AND_ADD => b::ib_wc_opcode_IB_WC_FETCH_ADD,
         wr::LOCAL_INV => b::ib_wc_opcode_IB_WC_LOCAL_INV,
         wr::REG_MR => b::ib_wc_opcode_IB_WC_REG_MR,
+        wr::BIND_MW => b::ib_wc_opcode_IB_WC_BIND_MW,
         _ => b::ib_wc_opcode_IB_WC_SEND,
     }
 }

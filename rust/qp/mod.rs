@@ -32,6 +32,7 @@ use crate::ib::skb::{NetDev, Route};
 use crate::ib::CoreRef;
 use crate::irqlock::{without_bh, IrqSpinLock};
 use crate::mr::Keys;
+use crate::mw::Windows;
 use crate::params;
 use crate::pkt::Packet;
 use crate::queue::Queue;
@@ -209,6 +210,8 @@ pub(crate) struct Qp {
     pub(crate) ib: QpHandle,
     /// The device's key table, for the SGE and rkey checks.
     pub(crate) keys: CoreRef<Keys>,
+    /// The device's memory windows.
+    pub(crate) mws: CoreRef<Windows>,
     /// The device's QPs, for the packet path and destroy.
     pub(crate) peers: CoreRef<QpTable>,
     /// The device's address handles, for UD sends.
@@ -329,6 +332,14 @@ impl Qp {
     pub(crate) fn schedule_recv(self: &Arc<Self>) {
         if let (false, Some(wq)) = (self.is_dead(), crate::wq::queue()) {
             let _ = wq.enqueue::<_, RECV>(self.clone());
+        }
+    }
+
+    /// A kernel client posted receives: in ERR they are flushed, by the
+    /// receive task (this may run in any context, the flush takes the RQ).
+    pub(crate) fn recv_posted(self: &Arc<Self>) {
+        if self.attr.lock().state == STATE_ERR {
+            self.schedule_recv();
         }
     }
 

@@ -21,6 +21,7 @@ use crate::ib::skb::NetDev;
 use crate::ib::{self, udata, CoreRef, Udata};
 use crate::irqlock::new_irq_spinlock;
 use crate::mr::Keys;
+use crate::mw::Windows;
 use crate::params;
 use crate::queue::{self, Queue};
 use crate::replay::{AtomicLog, Saved, ATOMIC_LOG_LEN};
@@ -41,6 +42,8 @@ fn recv_elem(max_sge: u32) -> usize {
 /// What `create_qp` asks for, as the FFI layer read it.
 pub(crate) struct CreateArgs<'a> {
     pub(crate) keys: CoreRef<Keys>,
+    /// The device's memory windows, for binds and rkeys that name one.
+    pub(crate) mws: CoreRef<Windows>,
     pub(crate) peers: CoreRef<QpTable>,
     /// The device's netdev, for the wire.
     pub(crate) ndev: NetDev,
@@ -113,6 +116,7 @@ impl Qp {
         }
 
         let (keys, peers, ndev, stats) = (args.keys, args.peers, args.ndev, args.stats);
+        let mws = args.mws;
         let (sq_elem, rq_elem) = (sq.elem_size(), rq.elem_size());
         let (ksq, krq) = if user {
             (None, None)
@@ -174,6 +178,7 @@ impl Qp {
                     qpn,
                     ib: handle,
                     keys,
+                    mws,
                     peers,
                     ndev,
                     stats,

@@ -512,6 +512,31 @@ static void post_poll_atomic(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, wc[1].wr_id, 3);
 }
 
+/*
+ * Every ULP drains a QP before destroying it (ib_drain_qp: the QP to ERR,
+ * then one more send and receive, whose flush it waits for). A receive
+ * posted in ERR must be flushed then and there: before, only those posted
+ * before the QP failed were, and nvme-rdma's and nvmet-rdma's drains hung.
+ */
+static void recv_posted_in_err_is_flushed(struct kunit *test)
+{
+	struct ctx *c = test->priv;
+	struct ib_qp_attr a = { .qp_state = IB_QPS_ERR };
+	struct ib_sge rs = { .addr = c->dma[0], .length = 64, .lkey = c->pd->local_dma_lkey };
+	struct ib_recv_wr rwr = { .sg_list = &rs, .num_sge = 1, .wr_id = 7 };
+	struct ib_wc wc;
+
+	KUNIT_ASSERT_EQ(test, ib_modify_qp(c->qp[0], &a, IB_QP_STATE), 0);
+	KUNIT_ASSERT_EQ(test, ib_post_recv(c->qp[0], &rwr, NULL), 0);
+	wc = poll_wc(c, 0);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_WR_FLUSH_ERR);
+	KUNIT_EXPECT_EQ(test, wc.wr_id, 7);
+	/* The core's own drain (a DIRECT CQ: it polls for its completions),
+	 * which would wait forever where the flush above failed. */
+	if (wc.status == IB_WC_WR_FLUSH_ERR)
+		ib_drain_qp(c->qp[1]);
+}
+
 /* Limits: no more pages than max_num_sg; too large a page list is refused. */
 static void frmr_limits(struct kunit *test)
 {
@@ -616,6 +641,7 @@ static struct kunit_case oxe_kverbs_cases[] = {
 	KUNIT_CASE(post_poll_atomic),
 	KUNIT_CASE(post_too_many_sges),
 	KUNIT_CASE(srq_send_recv),
+	KUNIT_CASE(recv_posted_in_err_is_flushed),
 	{}
 };
 

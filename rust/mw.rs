@@ -1,0 +1,225 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory windows: remote access to a slice of an MR, granted and revoked
+//! without re-registering. A window is keyed like an MR, in a table of its
+//! own whose indices never meet an MR's (`key::MW_MIN_INDEX`), so an rkey
+//! names one or the other by its value alone. Binding and invalidation run
+//! in the send task, in WQE order (`req.rs`); the responder resolves an
+//! rkey through the window to the bound MR on every access (`resp.rs`).
+//! The rules are in `common/mw.rs`; the entry points in `ffi/mw.rs`.
+
+use kernel::prelude::*;
+use kernel::sync::atomic::{ordering, Atomic};
+use kernel::sync::Completion;
+use kernel::types::Opaque;
+
+use crate::access::PdId;
+use crate::bindings as b;
+use crate::ib;
+use crate::irqlock::{new_irq_spinlock, IrqSpinLock};
+use crate::mr::{self, MrRef};
+use crate::mtt::Request;
+use crate::mw_rules::{self as rules, Bind, Binding};
+use crate::wqe::SendWqe;
+
+/// What a window is bound to now.
+struct State {
+    bind: Binding,
+    /// The MR of a bound window, referenced (and counted in its
+    /// `windows`) until the window is unbound, invalidated or freed.
+    mr: Option<MrRef>,
+}
+
+/// One window. Allocated by oxe, published in the device's window table,
+/// freed an RCU grace period after `dealloc_mw`, as an MR is.
+#[pin_data]
+pub(crate) struct Window {
+    mw_type: u8,
+    pd: PdId,
+    /// The key it answers to now (a bind changes its low byte).
+    key: Atomic<u32>,
+    #[pin]
+    state: IrqSpinLock<State>,
+    refs: Atomic<i32>,
+    #[pin]
+    released: Completion,
+    rcu: Opaque<b::callback_head>,
+}
+
+/// A device's window table: rkey -> window.
+pub(crate) type Windows = crate::keys::KeyTable<Window>;
+
+/// The core allocates it (`size_ib_mw`); `win` is written in place by
+/// `alloc_mw` and dropped in place by `dealloc_mw`.
+#[repr(C)]
+pub(crate) struct OxeMw {
+    ib: Opaque<b::ib_mw>,
+    pub(crate) win: WinPtr,
+}
+ib::core_object!(OxeMw, ib: b::ib_mw, win: WinPtr);
+
+/// The window of an `OxeMw`, which owns the table's reference on it.
+pub(crate) struct WinPtr(pub(crate) core::ptr::NonNull<Window>);
+
+// SAFETY: a pointer to a `Window`, which is `Send` and `Sync` (atomics and a
+// lock); the `OxeMw` holding it is the only owner of the table's reference.
+unsafe impl Send for WinPtr {}
+// SAFETY: as above.
+unsafe impl Sync for WinPtr {}
+
+impl Window {
+    /// A new window of `mw_type` (1 or 2) in `pd`, with the table's
+    /// reference and no key yet; EINVAL for any other type.
+    pub(crate) fn new(mw_type: u32, pd: PdId) -> Result<impl PinInit<Self, Error>> {
+        let mw_type = match mw_type {
+            b::ib_mw_type_IB_MW_TYPE_1 => rules::TYPE_1,
+            b::ib_mw_type_IB_MW_TYPE_2 => rules::TYPE_2,
+            _ => return Err(EINVAL),
+        };
+        Ok(try_pin_init!(Window {
+            mw_type,
+            pd,
+            key: Atomic::new(0),
+            state <- new_irq_spinlock!(
+                State {
+                    bind: Binding::default(),
+                    mr: None,
+                },
+                "oxe_mw"
+            ),
+            refs: Atomic::new(1),
+            released <- Completion::new(),
+            rcu: Opaque::uninit(),
+        }? Error))
+    }
+
+    pub(crate) fn key(&self) -> u32 {
+        self.key.load(ordering::Relaxed)
+    }
+
+    /// Gives a new window its key, before it is published under it.
+    pub(crate) fn assign_key(&self, key: u32) {
+        self.key.store(key, ordering::Relaxed);
+        self.state.lock().bind.key = key;
+    }
+
+    /// Takes a reference unless the window is being freed.
+    pub(crate) fn try_ref(&self) -> bool {
+        let mut cur = self.refs.load(ordering::Relaxed);
+        while cur > 0 {
+            match self.refs.cmpxchg(cur, cur + 1, ordering::Acquire) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+        false
+    }
+
+    pub(crate) fn unref(&self) {
+        if self.refs.fetch_sub(1, ordering::Release) == 1 {
+            self.released.complete_all();
+        }
+    }
+
+    /// `dealloc_mw`, once the key is gone and the table's reference
+    /// dropped: waits out the data path, then lets go of the MR.
+    pub(crate) fn retire(&self) {
+        self.released.wait_for_completion();
+        let mr = self.state.lock().mr.take();
+        if let Some(m) = mr {
+            m.unbind_window();
+        }
+    }
+
+    pub(crate) fn rcu_head(&self) -> *mut b::callback_head {
+        self.rcu.get()
+    }
+
+    pub(crate) const RCU_OFFSET: usize = core::mem::offset_of!(Window, rcu);
+
+    /// Applies a checked bind: the window moves to `new`, on `mr` if bound.
+    fn bind(&self, qp_pd: PdId, qpn: u32, mr: Option<MrRef>, b: &Bind) -> bool {
+        let view = mr.as_ref().and_then(MrRef::window_view);
+        if mr.is_some() && view.is_none() {
+            return false;
+        }
+        let mut st = self.state.lock();
+        let Ok(new) = rules::check_bind(
+            self.mw_type,
+            self.pd,
+            &st.bind,
+            qp_pd,
+            qpn,
+            view.as_ref(),
+            b,
+        ) else {
+            return false;
+        };
+        let keep = match mr.filter(|_| new.bound()) {
+            // The MR refuses a new window once its deregistration began.
+            Some(m) if !m.bind_window() => return false,
+            Some(m) => Some(m),
+            None => None,
+        };
+        if let Some(old) = core::mem::replace(&mut st.mr, keep) {
+            old.unbind_window();
+        }
+        st.bind = new;
+        self.key.store(new.key, ordering::Relaxed);
+        true
+    }
+
+    /// LOCAL_INV or SEND_WITH_INV of `k` by a QP of `pd`.
+    fn invalidate(&self, k: u32, pd: PdId) -> bool {
+        let mut st = self.state.lock();
+        if !rules::check_invalidate(self.mw_type, self.pd, &st.bind, k, pd) {
+            return false;
+        }
+        st.bind = Binding {
+            key: st.bind.key,
+            ..Binding::default()
+        };
+        if let Some(old) = st.mr.take() {
+            old.unbind_window();
+        }
+        true
+    }
+
+    /// A remote access through the window by QP `qpn`: the bound MR and
+    /// where in it the access lands, if the window grants it.
+    fn resolve(&self, qpn: u32, req: &Request) -> Option<(MrRef, u64)> {
+        let st = self.state.lock();
+        let at = rules::check_access(self.mw_type, self.pd, &st.bind, qpn, req).ok()?;
+        let m = st.mr.as_ref()?.try_clone()?;
+        drop(st);
+        m.check_range(at, req.len).then_some((m, at))
+    }
+}
+
+/// BIND_MW by a QP of `pd` numbered `qpn` (the send task, in WQE order):
+/// false completes the WQE with MW_BIND_ERR.
+pub(crate) fn bind(mws: &Windows, keys: &mr::Keys, pd: PdId, qpn: u32, w: &SendWqe) -> bool {
+    let b = &w.bind;
+    let Some(win) = mws.get(b.mw_key) else {
+        return false;
+    };
+    let mr = if b.length != 0 {
+        match mr::lookup(keys, w.bind_mr_key) {
+            Some(m) => Some(m),
+            None => return false,
+        }
+    } else {
+        None
+    };
+    win.bind(pd, qpn, mr, b)
+}
+
+/// LOCAL_INV and SEND_WITH_INV of a window's key by a QP of `pd`.
+pub(crate) fn invalidate(mws: &Windows, k: u32, pd: PdId) -> bool {
+    mws.get(k).is_some_and(|w| w.invalidate(k, pd))
+}
+
+/// Resolves a window's rkey (`req.key`) for a remote access by QP `qpn`.
+pub(crate) fn resolve(mws: &Windows, qpn: u32, req: &Request) -> Option<(MrRef, u64)> {
+    mws.get(req.key)?.resolve(qpn, req)
+}
