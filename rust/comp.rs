@@ -220,10 +220,23 @@ fn read_response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCa
     let Some(p) = sq.inflight.front() else {
         return;
     };
-    // In order only, and for a READ at the head.
+    // In order only, and for a READ (or ATOMIC_WRITE) at the head.
     let expected = packet::psn_add(p.first_psn, p.done);
-    if !matches!(p.op, Op::Read(_)) || p.done >= p.sent || h.psn != expected {
+    let empty_answer = matches!(p.op, Op::AtomicWrite(_));
+    if !(matches!(p.op, Op::Read(_)) || empty_answer) || p.done >= p.sent || h.psn != expected {
         answer_lost(qp, sq, h.psn);
+        return;
+    }
+    if empty_answer {
+        // ATOMIC_WRITE's answer: one empty READ response.
+        sq.rd_answered();
+        advance_una(sq, packet::psn_add(h.psn, 1));
+        let status = if pkt.payload.len() == 0 {
+            b::ib_wc_status_IB_WC_SUCCESS
+        } else {
+            b::ib_wc_status_IB_WC_BAD_RESP_ERR
+        };
+        retire(qp, sq, status);
         return;
     }
     let Some(p) = sq.inflight.front_mut() else {

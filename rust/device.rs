@@ -99,8 +99,8 @@ impl OxeDevice {
             | b::ib_device_cap_flags_IB_DEVICE_MEM_MGT_EXTENSIONS
             | b::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE
             | b::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW
-            | b::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B)
-            as u64;
+            | b::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B
+            | b::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE) as u64;
         a.kernel_cap_flags = u64::from(b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
         a.max_send_sge = params::MAX_SGE as c_int;
         a.max_recv_sge = params::MAX_SGE as c_int;

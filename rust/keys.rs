@@ -11,7 +11,8 @@
 use core::ptr::NonNull;
 
 use kernel::prelude::*;
-use kernel::sync::{rcu, Mutex};
+use kernel::sync::atomic::{ordering, Atomic};
+use kernel::sync::{rcu, Completion, Mutex};
 use kernel::types::Opaque;
 
 use crate::bindings as b;
@@ -31,6 +32,51 @@ pub(crate) unsafe trait Keyed {
     fn try_get(&self) -> bool;
     /// Drops a reference (`try_get`'s or the table's).
     fn put(&self);
+}
+
+/// The reference count of a keyed object (an MR, a window): the table's
+/// reference plus one per data-path user. Once it hit zero no lookup takes
+/// one again, and the owner's `wait` returns.
+#[pin_data]
+pub(crate) struct Refs {
+    count: Atomic<i32>,
+    #[pin]
+    released: Completion,
+}
+
+impl Refs {
+    /// One reference: the table's.
+    pub(crate) fn new() -> impl PinInit<Self> {
+        pin_init!(Refs {
+            count: Atomic::new(1),
+            released <- Completion::new(),
+        })
+    }
+
+    /// Takes a reference unless the count already reached zero.
+    pub(crate) fn try_get(&self) -> bool {
+        let mut cur = self.count.load(ordering::Relaxed);
+        while cur > 0 {
+            match self.count.cmpxchg(cur, cur + 1, ordering::Acquire) {
+                Ok(_) => return true,
+                Err(now) => cur = now,
+            }
+        }
+        false
+    }
+
+    /// Drops a reference; the last one wakes `wait`.
+    pub(crate) fn put(&self) {
+        if self.count.fetch_sub(1, ordering::Release) == 1 {
+            self.released.complete_all();
+        }
+    }
+
+    /// Waits until the last reference is gone (the owner dropped the
+    /// table's after removing the key).
+    pub(crate) fn wait(&self) {
+        self.released.wait_for_completion();
+    }
 }
 
 /// One reference on a keyed object, dropped with it.

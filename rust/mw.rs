@@ -10,13 +10,13 @@
 
 use kernel::prelude::*;
 use kernel::sync::atomic::{ordering, Atomic};
-use kernel::sync::Completion;
 use kernel::types::Opaque;
 
 use crate::access::PdId;
 use crate::bindings as b;
 use crate::ib;
 use crate::irqlock::{new_irq_spinlock, IrqSpinLock};
+use crate::keys::Refs;
 use crate::mr::{self, MrRef};
 use crate::mtt::Request;
 use crate::mw_rules::{self as rules, Bind, Binding};
@@ -40,9 +40,8 @@ pub(crate) struct Window {
     key: Atomic<u32>,
     #[pin]
     state: IrqSpinLock<State>,
-    refs: Atomic<i32>,
     #[pin]
-    released: Completion,
+    refs: Refs,
     rcu: Opaque<b::callback_head>,
 }
 
@@ -60,12 +59,6 @@ ib::core_object!(OxeMw, ib: b::ib_mw, win: WinPtr);
 
 /// The window of an `OxeMw`, which owns the table's reference on it.
 pub(crate) struct WinPtr(pub(crate) core::ptr::NonNull<Window>);
-
-// SAFETY: a pointer to a `Window`, which is `Send` and `Sync` (atomics and a
-// lock); the `OxeMw` holding it is the only owner of the table's reference.
-unsafe impl Send for WinPtr {}
-// SAFETY: as above.
-unsafe impl Sync for WinPtr {}
 
 impl Window {
     /// A new window of `mw_type` (1 or 2) in `pd`, with the table's
@@ -87,8 +80,7 @@ impl Window {
                 },
                 "oxe_mw"
             ),
-            refs: Atomic::new(1),
-            released <- Completion::new(),
+            refs <- Refs::new(),
             rcu: Opaque::uninit(),
         }? Error))
     }
@@ -105,26 +97,17 @@ impl Window {
 
     /// Takes a reference unless the window is being freed.
     pub(crate) fn try_ref(&self) -> bool {
-        let mut cur = self.refs.load(ordering::Relaxed);
-        while cur > 0 {
-            match self.refs.cmpxchg(cur, cur + 1, ordering::Acquire) {
-                Ok(_) => return true,
-                Err(now) => cur = now,
-            }
-        }
-        false
+        self.refs.try_get()
     }
 
     pub(crate) fn unref(&self) {
-        if self.refs.fetch_sub(1, ordering::Release) == 1 {
-            self.released.complete_all();
-        }
+        self.refs.put()
     }
 
     /// `dealloc_mw`, once the key is gone and the table's reference
     /// dropped: waits out the data path, then lets go of the MR.
     pub(crate) fn retire(&self) {
-        self.released.wait_for_completion();
+        self.refs.wait();
         let mr = self.state.lock().mr.take();
         if let Some(m) = mr {
             m.unbind_window();

@@ -7,6 +7,7 @@
 //! its ring slot the user's, until the completer retires it on an ACK or
 //! its READ or atomic response.
 
+use kernel::alloc::KVVec;
 use kernel::prelude::*;
 use kernel::sync::Arc;
 use kernel::workqueue::WorkItem;
@@ -18,7 +19,7 @@ use crate::mr;
 use crate::net;
 use crate::packet::{self, op, AtomicEth, Deth, Hdr, Kind, Reth};
 use crate::params::{self, cost, ACK_EVERY, BUDGET, MAX_UNACKED_PSNS};
-use crate::pkt::{Gather, Packet};
+use crate::pkt::{Gather, Packet, Payload};
 use crate::qp::flight::{Op, Pending, Source};
 use crate::qp::{Attrs, Qp, SendSide, SEND, STATE_ERR, STATE_RTS, STATE_SQD};
 use crate::sgl::{MrCache, Sgl};
@@ -253,6 +254,29 @@ fn send_packets(
             }
             Step::Progress
         }
+        Op::AtomicWrite(v) => {
+            // Answered like a READ: it takes a responder resource too.
+            if sq.rd_requests >= rd_limit {
+                return Step::Blocked;
+            }
+            let mut bytes = KVVec::new();
+            if bytes.extend_from_slice(v, GFP_KERNEL).is_err() {
+                return Step::Blocked;
+            }
+            let mut hdr = Hdr::new(op::ATOMIC_WRITE, p.first_psn, dest);
+            hdr.ack_req = true;
+            hdr.reth = Some(Reth {
+                va: p.w.remote_addr,
+                rkey: p.w.rkey,
+                len: 8,
+            });
+            p.sent = 1;
+            sq.rd_requests += 1;
+            *budget -= 1;
+            sq.next += 1;
+            net::xmit(qp, attrs, Packet::with(hdr, Payload::Bytes(bytes)));
+            Step::Progress
+        }
         Op::Atomic(_) => {
             if sq.rd_requests >= rd_limit {
                 return Step::Blocked;
@@ -342,7 +366,7 @@ fn take(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) -> Take {
     let (npkts, total) = match &op {
         Op::Message(_, src) => (packet::packets(src.total(), mtu), src.total()),
         Op::Read(sgl) => (packet::packets(sgl.total, mtu), sgl.total),
-        Op::Atomic(_) => (1, 8),
+        Op::Atomic(_) | Op::AtomicWrite(_) => (1, 8),
         Op::Failed(_) => (0, 0),
     };
     let p = Pending {
@@ -393,6 +417,18 @@ fn prepare(qp: &Qp, sq: &SendSide, w: &SendWqe) -> Result<Op, u32> {
                 return Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR);
             }
             return Ok(Op::Read(sgl));
+        }
+        wr::ATOMIC_WRITE => {
+            // RC only (UC and UD were refused above); the bytes are in the
+            // WQE, copied out with it.
+            let off = wqe::SEND_WQE_SGE_OFFSET;
+            let v = match sq.wqe.get(off..off + 8) {
+                Some(b) if w.length == 8 => b,
+                _ => return Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR),
+            };
+            let mut bytes = [0u8; 8];
+            bytes.copy_from_slice(v);
+            return Ok(Op::AtomicWrite(bytes));
         }
         wr::ATOMIC_CMP_AND_SWP | wr::ATOMIC_FETCH_AND_ADD => {
             if w.num_sge != 1 {

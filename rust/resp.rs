@@ -31,6 +31,8 @@ use crate::stats::Counter;
 enum Reply {
     Ack,
     AtomicAck(u64),
+    /// ATOMIC_WRITE done: an empty READ response answers it.
+    ReadAck,
     /// A READ was accepted: its responses go out from `RecvSide::read`.
     Read(u32),
     Nak(Nak),
@@ -158,6 +160,10 @@ fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache) {
             atomic_ack(qp, &attrs, h.psn, orig);
         }
         Reply::Read(count) => rq.epsn = packet::psn_add(rq.epsn, count),
+        Reply::ReadAck => {
+            rq.epsn = packet::psn_add(rq.epsn, 1);
+            read_ack(qp, &attrs, h.psn);
+        }
         Reply::Nak(Nak::Rnr) => {
             qp.stats.get().inc(Counter::SendRnrErr);
             rq.nak_sent = true;
@@ -246,6 +252,13 @@ fn atomic_ack(qp: &Qp, attrs: &Attrs, psn: u32, orig: u64) {
     respond(qp, attrs, h, Payload::empty());
 }
 
+/// The answer to ATOMIC_WRITE: a READ response with no data (rxe's too).
+fn read_ack(qp: &Qp, attrs: &Attrs, psn: u32) {
+    let mut h = Hdr::new(op::READ_RESPONSE_ONLY, psn, 0);
+    h.aeth = Some(Syndrome::Ack);
+    respond(qp, attrs, h, Payload::empty());
+}
+
 /// A request seen before: the requester went back past it.
 fn duplicate(qp: &Arc<Qp>, rq: &mut RecvSide, attrs: &Attrs, pkt: &Packet) {
     let h = &pkt.hdr;
@@ -257,6 +270,9 @@ fn duplicate(qp: &Arc<Qp>, rq: &mut RecvSide, attrs: &Attrs, pkt: &Packet) {
                 let _ = start_read(qp, rq, attrs, h.psn, reth);
             }
         }
+        // An ATOMIC_WRITE is not made twice (a later WRITE may have
+        // changed the bytes since): answered again only.
+        op::ATOMIC_WRITE => read_ack(qp, attrs, h.psn),
         // Atomics are never executed twice: the saved result is replayed.
         // One no longer remembered is a window behind: the requester cannot
         // be waiting for it.
@@ -480,6 +496,47 @@ fn request(
             match start_read(qp, rq, attrs, h.psn, reth) {
                 Ok(count) => Reply::Read(count),
                 Err(nak) => fatal(qp, rq, nak),
+            }
+        }
+        op::ATOMIC_WRITE => {
+            let Some(reth) = h.reth else {
+                return fatal(qp, rq, Nak::InvalidRequest);
+            };
+            if rq.progress.is_some() {
+                return fatal(qp, rq, Nak::InvalidRequest);
+            }
+            // oA19-28: exactly 8 bytes, to an 8-byte aligned address.
+            let mut v = [0u8; 8];
+            if reth.len != 8
+                || reth.va % 8 != 0
+                || pkt.payload.len() != 8
+                || !pkt.payload.src().copy_to(&mut v)
+            {
+                return fatal(qp, rq, Nak::InvalidRequest);
+            }
+            let (mr, at) = match remote(
+                qp,
+                attrs.access,
+                reth.rkey,
+                reth.va,
+                8,
+                access::REMOTE_WRITE,
+            ) {
+                Err(nak) => return fatal(qp, rq, nak),
+                Ok(Some(m)) => m,
+                Ok(None) => return fatal(qp, rq, Nak::InvalidRequest),
+            };
+            if at % 8 != 0 {
+                return fatal(qp, rq, Nak::InvalidRequest);
+            }
+            let value = u64::from_ne_bytes(v);
+            let done = mr.atomic(at, |x| {
+                x.store(value, ordering::Release);
+                0
+            });
+            match done {
+                Some(_) => Reply::ReadAck,
+                None => fatal(qp, rq, Nak::InvalidRequest),
             }
         }
         op::COMPARE_SWAP | op::FETCH_ADD => {

@@ -206,7 +206,7 @@ if ((pair)); then
 	pair_run pair oxe rxe
 	# oxe at both ends: one line per perftest with -n and one with -a (each
 	# guest is client or server of each, oxe both), and the data checks.
-	OXE_PAIR_ONLY='^10.77.0.1 ib_(write|send)_bw -[na]|^10.77.0.2 ib_read_bw -[na]|^10.77.0.1 ib_atomic_bw|^10.77.0.1 ib_write_lat -[na]|^10.77.0.2 ib_read_lat -n|^10.77.0.1 ib_read_lat -a|^10.77.0.2 ib_send_lat -n|^10.77.0.1 ib_send_lat -a|-q 4|ibv_rc_pingpong -s 65536|ibv_uc_pingpong|ibv_ud_pingpong|rping|xfer_check|@ipv6' \
+	OXE_PAIR_ONLY='^10.77.0.1 ib_(write|send)_bw -[na]|^10.77.0.2 ib_read_bw -[na]|^10.77.0.1 ib_atomic_bw|^10.77.0.1 ib_write_lat -[na]|^10.77.0.2 ib_read_lat -n|^10.77.0.1 ib_read_lat -a|^10.77.0.2 ib_send_lat -n|^10.77.0.1 ib_send_lat -a|-q 4|ibv_rc_pingpong -s 65536|ibv_uc_pingpong|ibv_ud_pingpong|rping|mckey|xfer_check|@ipv6' \
 		pair_run pair-oxe oxe oxe
 fi
 

@@ -28,6 +28,10 @@
 #include "oxe_test.h"
 
 #define BUF (1 << 20)
+/* The kernel's uapi value; Debian's rdma-core headers predate it. */
+#ifndef IB_UVERBS_DEVICE_ATOMIC_WRITE
+#define IB_UVERBS_DEVICE_ATOMIC_WRITE (1ULL << 40)
+#endif
 #define ACC_ALL (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | \
 		 IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
 
@@ -409,36 +413,6 @@ TEST_F(dp, rkey_from_another_pd)
 		   IBV_WC_REM_ACCESS_ERR);
 }
 
-/*
- * librxe has no rereg_mr, so ibv_rereg_mr stops in user space; the kernel
- * command is still there for anyone who writes it to the uverbs file, as
- * libibverbs' ibv_cmd_rereg_mr would. Returns 0 or -errno.
- */
-static int rereg(struct ibv_mr *mr, int flags, struct ibv_pd *pd, int access, uint32_t *rkey)
-{
-	struct {
-		struct ib_uverbs_cmd_hdr hdr;
-		struct ib_uverbs_rereg_mr cmd;
-	} req = {
-		.hdr = { .command = IB_USER_VERBS_CMD_REREG_MR, .in_words = sizeof(req) / 4,
-			 .out_words = sizeof(struct ib_uverbs_rereg_mr_resp) / 4 },
-	};
-	struct ib_uverbs_rereg_mr_resp resp = {};
-
-	req.cmd.response = (uintptr_t)&resp;
-	req.cmd.mr_handle = mr->handle;
-	req.cmd.flags = flags;
-	req.cmd.start = (uintptr_t)mr->addr;
-	req.cmd.length = mr->length;
-	req.cmd.hca_va = (uintptr_t)mr->addr;
-	req.cmd.pd_handle = pd ? pd->handle : 0;
-	req.cmd.access_flags = access;
-	if (write(mr->context->cmd_fd, &req, sizeof(req)) != sizeof(req))
-		return -errno;
-	if (rkey)
-		*rkey = resp.rkey;
-	return 0;
-}
 
 /* Re-registration drops REMOTE_WRITE: READ still works, WRITE no longer. */
 TEST_F(dp, rereg_access_takes_effect)
@@ -1667,6 +1641,114 @@ TEST_F(uc, messages_the_responder_cannot_take_are_dropped)
 	EXPECT_EQ(60, wc.byte_len);
 	EXPECT_EQ(0, memcmp(self->a.buf, self->b.buf, 60));
 	EXPECT_EQ(0, ibv_dereg_mr(ro));
+}
+
+/*
+ * ATOMIC_WRITE through QP-ex (ibv_wr_atomic_write), answered by an empty
+ * READ response. One WR on a fresh QP-ex that asked for it, connected to
+ * @peer (reconnected to it with @peer_access); its completion in *wc. A
+ * refusal puts both in ERR.
+ */
+struct qpex_wr {
+	uint32_t rkey;
+	uint64_t addr;
+	uint64_t value;
+};
+
+static int qpex_once(struct ibv_context *ctx, struct ibv_pd *pd, struct ibv_cq *cq,
+		     struct ibv_qp *peer, int peer_access, const struct qpex_wr *w,
+		     struct ibv_wc *wc)
+{
+	struct ibv_qp_init_attr_ex ia = {
+		.qp_type = IBV_QPT_RC, .send_cq = cq, .recv_cq = cq, .pd = pd,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+		.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS,
+		.send_ops_flags = IBV_QP_EX_WITH_ATOMIC_WRITE,
+	};
+	struct ibv_qp *qp = ibv_create_qp_ex(ctx, &ia);
+	struct ibv_qp_ex *qpx;
+	int ret = -1;
+
+	if (!qp)
+		return -1;
+	qpx = ibv_qp_to_qp_ex(qp);
+	if (connect_rc(ctx, qp, peer->qp_num, ACC_ALL, 7) ||
+	    reconnect_rc(ctx, peer, qp->qp_num, peer_access, 7))
+		goto out;
+	ibv_wr_start(qpx);
+	qpx->wr_id = 42;
+	qpx->wr_flags = IBV_SEND_SIGNALED;
+	ibv_wr_atomic_write(qpx, w->rkey, w->addr, &w->value);
+	if (ibv_wr_complete(qpx))
+		goto out;
+	ret = wait_wc(cq, wc) == 1 ? 0 : -1;
+out:
+	ibv_destroy_qp(qp);
+	return ret;
+}
+
+/* ATOMIC_WRITE: 8 bytes placed at once at an aligned address. */
+TEST_F(dp, atomic_write)
+{
+	uint64_t *dst = (uint64_t *)(self->b.buf + 4096);
+	struct ibv_cq *cq = ibv_create_cq(self->ctx, 16, NULL, NULL, 0);
+	struct qpex_wr w = { .rkey = self->b.mr->rkey,
+			     .addr = (uintptr_t)dst, .value = 0x1122334455667788ull };
+	struct ibv_device_attr_ex dx;
+	struct ibv_wc wc;
+
+	ASSERT_NE(NULL, cq);
+	ASSERT_EQ(0, ibv_query_device_ex(self->ctx, NULL, &dx));
+	EXPECT_TRUE(dx.device_cap_flags_ex & IB_UVERBS_DEVICE_ATOMIC_WRITE);
+	dst[0] = 1;
+	dst[1] = 2;
+	ASSERT_EQ(0, qpex_once(self->ctx, self->a.pd, cq, self->b.qp, ACC_ALL, &w, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	EXPECT_EQ(IBV_WC_ATOMIC_WRITE, wc.opcode);
+	EXPECT_EQ(42, wc.wr_id);
+	EXPECT_EQ(0x1122334455667788ull, dst[0]);
+	EXPECT_EQ(2, dst[1]);
+	/* Unaligned: the responder refuses it (invalid request). */
+	w.addr += 4;
+	w.value = 7;
+	ASSERT_EQ(0, qpex_once(self->ctx, self->a.pd, cq, self->b.qp, ACC_ALL, &w, &wc));
+	EXPECT_EQ(IBV_WC_REM_INV_REQ_ERR, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	EXPECT_EQ(0x1122334455667788ull, dst[0]);
+}
+
+/* Refusals need fresh peers: each is a fixture-less case. */
+static void qpex_refused(struct __test_metadata *_metadata, int mr_access, int peer_access,
+			 struct qpex_wr w, int status)
+{
+	struct ibv_context *ctx = open_dev();
+	struct ibv_pd *pd;
+	struct side a, b;
+	struct ibv_mr *mr;
+	struct ibv_cq *cq;
+	struct ibv_wc wc;
+
+	ASSERT_NE(NULL, ctx);
+	pd = ibv_alloc_pd(ctx);
+	ASSERT_NE(NULL, pd);
+	ASSERT_EQ(0, setup_side(ctx, &a, pd, 64, ACC_ALL));
+	ASSERT_EQ(0, setup_side(ctx, &b, pd, 64, ACC_ALL));
+	mr = ibv_reg_mr(pd, b.buf, BUF, mr_access);
+	cq = ibv_create_cq(ctx, 16, NULL, NULL, 0);
+	ASSERT_NE(NULL, mr);
+	ASSERT_NE(NULL, cq);
+	w.rkey = mr->rkey;
+	w.addr = (uintptr_t)b.buf;
+	ASSERT_EQ(0, qpex_once(ctx, pd, cq, b.qp, peer_access, &w, &wc));
+	EXPECT_EQ(status, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	EXPECT_EQ(0, *(uint64_t *)b.buf);
+}
+
+TEST(atomic_write_needs_the_remote_write_right)
+{
+	struct qpex_wr w = { .value = 9 };
+
+	qpex_refused(_metadata, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, ACC_ALL, w,
+		     IBV_WC_REM_ACCESS_ERR);
 }
 
 TEST_HARNESS_MAIN

@@ -52,6 +52,9 @@ $A ib_send_lat -c UD -n 500
 $B rping -C 100
 $A ucmatose
 $B udaddy
+$B rdma_server
+$A mckey
+$B mckey
 $A ib_send_bw -R -n 500
 $B ibv_rc_pingpong -s 4096 -n 200 -c @ipv6
 $A tests/bin/xfer_check -s 1048576 -n 100
@@ -103,10 +106,15 @@ echo "$list" | while read -r srv tool args; do
 		wait_for 10 sh -c "grep -qs '^fe80:' $IBDIR/$dev/ports/1/gids/0" ;; esac
 	# The server's and the client's arguments: rdma_cm's tools find the
 	# device by address and take no device or GID.
-	sargs="$args -d $dev $g" cargs="$args -d $dev $g $srv" cm=
+	sargs="$args -d $dev $g" cargs="$args -d $dev $g $srv" cm= mc= tool_c=$tool
 	case $tool in
 	rping) sargs="-s -a $me -V $args" cargs="-c -a $srv -V $args" cm=1 ;;
 	ucmatose | udaddy) sargs=$args cargs="$args -s $srv" cm=1 ;;
+	rdma_server) sargs=$args cargs="-s $srv" cm=1 tool_c=rdma_client ;;
+	# The server joins the group and waits for 10 datagrams; the client
+	# sends 10 to it, once a second for 20 s, since UD datagrams sent
+	# before the server attached are lost.
+	mckey) sargs="-m 239.1.2.6 -b $me -C 10" cargs="-m 239.1.2.6 -b $me -C 10 -s" mc=1 ;;
 	esac
 	case " $args " in *" -R "*) cm=1 ;; esac
 	if [ "$srv" = - ]; then
@@ -117,12 +125,20 @@ echo "$list" | while read -r srv tool args; do
 		role="serves"
 		timeout 120 $perf $tool $sargs </dev/null >/tmp/pair.out 2>&1
 		rc=$?
+	elif [ -n "$mc" ]; then
+		role="client"
+		for i in $(seq 20); do
+			timeout 30 $tool $cargs </dev/null >/tmp/pair.out 2>&1
+			rc=$?
+			[ $rc = 0 ] || break
+			sleep 1
+		done
 	else
 		role="client"
 		# Retried while the server is not listening yet: perftest and the
 		# pingpongs say so; an rdma_cm tool is rejected and fails.
 		for i in $(seq 120); do
-			timeout 120 $perf $tool $cargs </dev/null >/tmp/pair.out 2>&1
+			timeout 120 $perf $tool_c $cargs </dev/null >/tmp/pair.out 2>&1
 			rc=$?
 			if [ -n "$cm" ]; then
 				[ $rc = 0 ] || [ $i -ge 30 ] && break

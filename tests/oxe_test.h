@@ -14,6 +14,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
+#include <rdma/ib_user_verbs.h>
 
 static inline struct ibv_context *open_dev(void)
 {
@@ -263,6 +264,36 @@ static inline int loop_op(struct loop *l, enum ibv_wr_opcode op, void *laddr, ui
 	if (wait_wc(l->cq[0], &wc) != 1)
 		return -1;
 	return wc.status;
+}
+
+/*
+ * REREG_MR sent as a uverbs command: librxe has no rereg_mr, so
+ * ibv_rereg_mr stops in user space. 0 or -errno; the new rkey in *rkey.
+ */
+static inline int rereg(struct ibv_mr *mr, int flags, struct ibv_pd *pd, int access, uint32_t *rkey)
+{
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_rereg_mr cmd;
+	} req = {
+		.hdr = { .command = IB_USER_VERBS_CMD_REREG_MR, .in_words = sizeof(req) / 4,
+			 .out_words = sizeof(struct ib_uverbs_rereg_mr_resp) / 4 },
+	};
+	struct ib_uverbs_rereg_mr_resp resp = {};
+
+	req.cmd.response = (uintptr_t)&resp;
+	req.cmd.mr_handle = mr->handle;
+	req.cmd.flags = flags;
+	req.cmd.start = (uintptr_t)mr->addr;
+	req.cmd.length = mr->length;
+	req.cmd.hca_va = (uintptr_t)mr->addr;
+	req.cmd.pd_handle = pd ? pd->handle : 0;
+	req.cmd.access_flags = access;
+	if (write(mr->context->cmd_fd, &req, sizeof(req)) != sizeof(req))
+		return -errno;
+	if (rkey)
+		*rkey = resp.rkey;
+	return 0;
 }
 
 #endif

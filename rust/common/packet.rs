@@ -28,6 +28,12 @@ pub mod op {
     pub const COMPARE_SWAP: u8 = 0x13;
     pub const FETCH_ADD: u8 = 0x14;
     pub const SEND_LAST_INV: u8 = 0x16;
+    /// Makes earlier writes to a range or an MR visible (global) or
+    /// persistent, answered by an empty READ_RESPONSE_ONLY.
+    pub const FLUSH: u8 = 0x1c;
+    /// An 8-byte write the responder makes atomically, answered by an
+    /// empty READ_RESPONSE_ONLY (IBA 1.5 A19.4.2).
+    pub const ATOMIC_WRITE: u8 = 0x1d;
     pub const SEND_ONLY_INV: u8 = 0x17;
 
     pub const UC_SEND_FIRST: u8 = 0x20;
@@ -204,6 +210,26 @@ pub struct AtomicEth {
     pub compare_add: u64,
 }
 
+/// FLUSH extended transport header: what the flush makes of the data
+/// (placement type bits, `FLUSH_GLOBAL` or `FLUSH_PERSISTENT`) and over what
+/// (selectivity level: the RETH's range or the whole MR).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Feth {
+    /// 4 bits.
+    pub placement: u8,
+    /// 2 bits.
+    pub level: u8,
+}
+
+/// `Feth::placement` bits and `Feth::level` values (ib_verbs.h's
+/// IB_FLUSH_*, the same on the wire).
+pub mod flush {
+    pub const GLOBAL: u8 = 1;
+    pub const PERSISTENT: u8 = 2;
+    pub const RANGE: u8 = 0;
+    pub const MR: u8 = 1;
+}
+
 /// Datagram extended transport header (UD).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Deth {
@@ -233,6 +259,7 @@ pub struct Hdr {
     pub ack_req: bool,
     pub solicited: bool,
     pub reth: Option<Reth>,
+    pub feth: Option<Feth>,
     pub atomic: Option<AtomicEth>,
     pub aeth: Option<Syndrome>,
     /// The original value an atomic read (AtomicAckETH).
@@ -256,6 +283,7 @@ impl Hdr {
             ack_req: false,
             solicited: false,
             reth: None,
+            feth: None,
             atomic: None,
             aeth: None,
             atomic_ack: 0,
@@ -315,6 +343,8 @@ pub const fn starts_message(opcode: u8) -> bool {
             | op::READ_REQUEST
             | op::COMPARE_SWAP
             | op::FETCH_ADD
+            | op::ATOMIC_WRITE
+            | op::FLUSH
     )
 }
 

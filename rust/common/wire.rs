@@ -8,10 +8,11 @@
 //! and any input either decodes or comes back as a `DecodeError` that says
 //! why (for the drop counters).
 
-use crate::packet::{op, AtomicEth, Deth, Hdr, Nak, Reth, Syndrome, PSN_MASK, QPN_MASK};
+use crate::packet::{op, AtomicEth, Deth, Feth, Hdr, Nak, Reth, Syndrome, PSN_MASK, QPN_MASK};
 
 pub const BTH_LEN: usize = 12;
 pub const DETH_LEN: usize = 8;
+pub const FETH_LEN: usize = 4;
 pub const RETH_LEN: usize = 16;
 pub const ATOMIC_ETH_LEN: usize = 28;
 pub const AETH_LEN: usize = 4;
@@ -78,6 +79,7 @@ pub enum EncodeError {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Layout {
     pub deth: bool,
+    pub feth: bool,
     pub reth: bool,
     pub atomic: bool,
     pub aeth: bool,
@@ -100,6 +102,7 @@ impl Layout {
         }
         BTH_LEN
             + n(self.deth, DETH_LEN)
+            + n(self.feth, FETH_LEN)
             + n(self.reth, RETH_LEN)
             + n(self.atomic, ATOMIC_ETH_LEN)
             + n(self.aeth, AETH_LEN)
@@ -111,6 +114,7 @@ impl Layout {
 
 const DATA: Layout = Layout {
     deth: false,
+    feth: false,
     reth: false,
     atomic: false,
     aeth: false,
@@ -125,7 +129,7 @@ const NO_DATA: Layout = Layout {
 };
 
 /// The layout of `opcode`, `None` for one oxe does not speak (RD, XRC,
-/// FLUSH, ATOMIC_WRITE, CNP, reserved).
+/// CNP, reserved).
 pub const fn layout(opcode: u8) -> Option<Layout> {
     Some(match opcode {
         op::SEND_FIRST
@@ -147,15 +151,22 @@ pub const fn layout(opcode: u8) -> Option<Layout> {
         | op::UC_SEND_LAST_IMM
         | op::UC_SEND_ONLY_IMM
         | op::UC_WRITE_LAST_IMM => Layout { imm: true, ..DATA },
-        op::WRITE_FIRST | op::WRITE_ONLY | op::UC_WRITE_FIRST | op::UC_WRITE_ONLY => {
-            Layout { reth: true, ..DATA }
-        }
+        op::WRITE_FIRST
+        | op::WRITE_ONLY
+        | op::UC_WRITE_FIRST
+        | op::UC_WRITE_ONLY
+        | op::ATOMIC_WRITE => Layout { reth: true, ..DATA },
         op::WRITE_ONLY_IMM | op::UC_WRITE_ONLY_IMM => Layout {
             reth: true,
             imm: true,
             ..DATA
         },
         op::READ_REQUEST => Layout {
+            reth: true,
+            ..NO_DATA
+        },
+        op::FLUSH => Layout {
+            feth: true,
             reth: true,
             ..NO_DATA
         },
@@ -340,6 +351,13 @@ pub fn encode_hdr(h: &Hdr, payload_len: usize, buf: &mut [u8]) -> Result<usize, 
         w.u32(d.qkey);
         w.u32(fits24(d.src_qpn)?);
     }
+    if l.feth {
+        let f = need(h.feth)?;
+        if f.placement > 0xf || f.level > 3 {
+            return Err(EncodeError::BadField);
+        }
+        w.u32(u32::from(f.level) << 4 | u32::from(f.placement));
+    }
     if l.reth {
         let r = need(h.reth)?;
         w.u64(r.va);
@@ -460,6 +478,14 @@ pub fn decode(pkt: &[u8]) -> Result<Decoded, DecodeError> {
         h.deth = Some(Deth {
             qkey: r.u32()?,
             src_qpn: r.u32()? & QPN_MASK,
+        });
+    }
+    if l.feth {
+        // The reserved bits are ignored, as rxe does.
+        let bits = r.u32()?;
+        h.feth = Some(Feth {
+            placement: (bits & 0xf) as u8,
+            level: ((bits >> 4) & 3) as u8,
         });
     }
     if l.reth {

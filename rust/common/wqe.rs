@@ -42,6 +42,13 @@ pub mod layout {
     pub const MW_MW_RKEY: usize = WR + 20;
     pub const MW_RKEY: usize = WR + 24;
     pub const MW_ACCESS: usize = WR + 28;
+    /// The `flush` member: the range (or, at level MR, any address of it),
+    /// the rkey, the placement type and the selectivity level.
+    pub const FLUSH_REMOTE_ADDR: usize = WR;
+    pub const FLUSH_LENGTH: usize = WR + 8;
+    pub const FLUSH_RKEY: usize = WR + 12;
+    pub const FLUSH_TYPE: usize = WR + 16;
+    pub const FLUSH_LEVEL: usize = WR + 17;
     /// `dma` (struct rxe_dma_info) of rxe_send_wqe and rxe_recv_wqe.
     pub const SEND_DMA: usize = 184;
     pub const RECV_DMA: usize = 16;
@@ -111,6 +118,10 @@ pub struct SendWqe {
     /// BIND_MW: the bind (zero for other opcodes) and the MR's lkey.
     pub bind: crate::mw_rules::Bind,
     pub bind_mr_key: u32,
+    /// FLUSH: the range's length, the placement type and the level.
+    pub flush_len: u32,
+    pub flush_type: u8,
+    pub flush_level: u8,
 }
 
 /// IB_WR_* opcodes (= IBV_WR_* below 0x20).
@@ -124,7 +135,10 @@ pub mod wr {
     pub const ATOMIC_FETCH_AND_ADD: u32 = 6;
     pub const LOCAL_INV: u32 = 7;
     pub const BIND_MW: u32 = 8;
+    pub const FLUSH: u32 = 14;
     pub const SEND_WITH_INV: u32 = 9;
+    /// The 8 bytes in the WQE's `dma.atomic_wr` (where inline data goes).
+    pub const ATOMIC_WRITE: u32 = 15;
     /// Kernel only: not part of the user ABI.
     pub const REG_MR: u32 = 0x20;
 }
@@ -149,6 +163,14 @@ impl SendWqe {
         let send = matches!(opcode, wr::SEND | wr::SEND_WITH_IMM);
         let ud = |off| if send { u32_at(b, off) } else { 0 };
         let bind = opcode == wr::BIND_MW;
+        let flush = opcode == wr::FLUSH;
+        let byte = |off| {
+            if flush {
+                b.get(off).copied().unwrap_or(0)
+            } else {
+                0
+            }
+        };
         let mw = |off| if bind { u32_at(b, off) } else { 0 };
         Some(SendWqe {
             wr_id: u64_at(b, WR_ID),
@@ -164,6 +186,8 @@ impl SendWqe {
             },
             rkey: if send || bind {
                 0
+            } else if flush {
+                u32_at(b, FLUSH_RKEY)
             } else if reg {
                 u32_at(b, REG_KEY)
             } else if atomic {
@@ -193,6 +217,9 @@ impl SendWqe {
                 access: mw(MW_ACCESS),
             },
             bind_mr_key: mw(MW_MR_LKEY),
+            flush_len: if flush { u32_at(b, FLUSH_LENGTH) } else { 0 },
+            flush_type: byte(FLUSH_TYPE),
+            flush_level: byte(FLUSH_LEVEL),
         })
     }
 }
@@ -262,6 +289,12 @@ pub fn write_send(
         put(b, ATOMIC_COMPARE_ADD, &w.compare_add.to_ne_bytes());
         put(b, ATOMIC_SWAP, &w.swap.to_ne_bytes());
         put(b, ATOMIC_RKEY, &w.rkey.to_ne_bytes());
+    } else if w.opcode == wr::FLUSH {
+        put(b, FLUSH_REMOTE_ADDR, &w.remote_addr.to_ne_bytes());
+        put(b, FLUSH_LENGTH, &w.flush_len.to_ne_bytes());
+        put(b, FLUSH_RKEY, &w.rkey.to_ne_bytes());
+        put(b, FLUSH_TYPE, &[w.flush_type]);
+        put(b, FLUSH_LEVEL, &[w.flush_level]);
     } else if w.opcode == wr::BIND_MW {
         put(b, MW_ADDR, &w.bind.addr.to_ne_bytes());
         put(b, MW_LENGTH, &w.bind.length.to_ne_bytes());
@@ -316,6 +349,25 @@ pub fn write_recv(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn flush_roundtrip() {
+        let mut buf = [0x33u8; 256];
+        let w = SendWqe {
+            wr_id: 3,
+            opcode: wr::FLUSH,
+            send_flags: flags::SIGNALED,
+            remote_addr: 0x7f00_0000_1000,
+            rkey: 0x1234,
+            flush_len: 4096,
+            flush_type: 1,
+            flush_level: 1,
+            ..Default::default()
+        };
+        write_send(&mut buf, &w, core::iter::empty()).unwrap();
+        assert_eq!(SendWqe::parse(&buf), Some(w));
+        assert_eq!(u32_at(&buf, FLUSH_RKEY), 0x1234);
+    }
 
     #[test]
     fn bind_mw_roundtrip() {

@@ -127,3 +127,16 @@ unsafe extern "C" fn free_rcu(head: *mut b::callback_head) {
         drop(KBox::from_raw(w));
     }
 }
+
+// A window is found by key from any thread (the transport's tasks, any QP's
+// verbs); its state is atomics and a lock, and its RCU head is only touched
+// by `dealloc_mw` and RCU. The `OxeMw` holding the pointer is the only owner
+// of the table's reference.
+// SAFETY: as above.
+unsafe impl Send for Window {}
+// SAFETY: as above.
+unsafe impl Sync for Window {}
+// SAFETY: a pointer to a `Window`, which is `Send` and `Sync` (above).
+unsafe impl Send for WinPtr {}
+// SAFETY: as above.
+unsafe impl Sync for WinPtr {}

@@ -239,7 +239,10 @@ unsafe fn send_wqe(w: &b::ib_send_wr, ud: bool) -> Result<wqe::SendWqe> {
             x.remote_qpn = r.remote_qpn;
             x.remote_qkey = r.remote_qkey;
         }
-        wqe::wr::RDMA_WRITE | wqe::wr::RDMA_WRITE_WITH_IMM | wqe::wr::RDMA_READ => {
+        wqe::wr::RDMA_WRITE
+        | wqe::wr::RDMA_WRITE_WITH_IMM
+        | wqe::wr::RDMA_READ
+        | wqe::wr::ATOMIC_WRITE => {
             // SAFETY: `w` is embedded in an ib_rdma_wr for these opcodes.
             let r = unsafe { &*ptr::from_ref(w).cast::<b::ib_rdma_wr>() };
             x.remote_addr = r.remote_addr;
@@ -253,6 +256,9 @@ unsafe fn send_wqe(w: &b::ib_send_wr, ud: bool) -> Result<wqe::SendWqe> {
             x.compare_add = r.compare_add;
             x.swap = r.swap;
         }
+        // FLUSH is not offered (the device does not report it), and the
+        // kernel has no WR that would carry its range, type and level.
+        wqe::wr::FLUSH => return Err(EINVAL),
         wqe::wr::REG_MR => {
             // SAFETY: `w` is embedded in an ib_reg_wr for this opcode.
             let r = unsafe { &*ptr::from_ref(w).cast::<b::ib_reg_wr>() };

@@ -8,7 +8,6 @@
 use kernel::alloc::KVVec;
 use kernel::prelude::*;
 use kernel::sync::atomic::{ordering, Atomic};
-use kernel::sync::Completion;
 use kernel::types::Opaque;
 
 use crate::access::{self, PdId, PdRights};
@@ -16,7 +15,7 @@ use crate::bindings as b;
 use crate::eopnotsupp;
 use crate::ib::{self, udata, Udata};
 use crate::irqlock::IrqSpinLock;
-use crate::keys::KeyRef;
+use crate::keys::{KeyRef, Refs};
 use crate::mtt::{self, Grant, Region, Run};
 
 mod fast;
@@ -57,13 +56,11 @@ pub(crate) struct OxeMr {
     kind: Kind,
     /// The key it answers to: fixed, except for fast registration.
     key: Atomic<u32>,
-    /// The key table's reference plus one per data-path user.
-    refs: Atomic<i32>,
+    #[pin]
+    refs: Refs,
     /// Memory windows bound to it; `FROZEN` while a re-registration or the
     /// deregistration runs, which refuse to start while any is bound.
     windows: Atomic<i32>,
-    #[pin]
-    released: Completion,
     rcu: Opaque<b::callback_head>,
 }
 ib::core_object!(OxeMr, ib: b::ib_mr);
@@ -75,9 +72,8 @@ impl OxeMr {
             ib: Opaque::zeroed(),
             kind,
             key: Atomic::new(0),
-            refs: Atomic::new(1),
+            refs <- Refs::new(),
             windows: Atomic::new(0),
-            released <- Completion::new(),
             rcu: Opaque::uninit(),
         }? Error)
     }
@@ -97,21 +93,12 @@ impl OxeMr {
 
     /// Takes a data-path reference unless the MR is being released.
     pub(crate) fn try_ref(&self) -> bool {
-        let mut cur = self.refs.load(ordering::Relaxed);
-        while cur > 0 {
-            match self.refs.cmpxchg(cur, cur + 1, ordering::Acquire) {
-                Ok(_) => return true,
-                Err(now) => cur = now,
-            }
-        }
-        false
+        self.refs.try_get()
     }
 
     /// Drops a reference; the last one lets deregistration go on.
     pub(crate) fn unref(&self) {
-        if self.refs.fetch_sub(1, ordering::Release) == 1 {
-            self.released.complete_all();
-        }
+        self.refs.put()
     }
 
     /// Stops windows from binding, unless one is bound (EBUSY): before
@@ -138,7 +125,7 @@ impl OxeMr {
 
     /// Deregistration: waits until the last reference is gone.
     pub(crate) fn wait_released(&self) {
-        self.released.wait_for_completion();
+        self.refs.wait();
     }
 
     /// The RCU head the MR is freed through.

@@ -25,6 +25,7 @@ pub(crate) fn wc_opcode(opcode: u32) -> u32 {
         wr::LOCAL_INV => b::ib_wc_opcode_IB_WC_LOCAL_INV,
         wr::REG_MR => b::ib_wc_opcode_IB_WC_REG_MR,
         wr::BIND_MW => b::ib_wc_opcode_IB_WC_BIND_MW,
+        wr::ATOMIC_WRITE => b::ib_wc_opcode_IB_WC_ATOMIC_WRITE,
         _ => b::ib_wc_opcode_IB_WC_SEND,
     }
 }
@@ -37,6 +38,8 @@ pub(crate) enum Op {
     Read(Sgl),
     /// An atomic, with the local SGE its original value lands in.
     Atomic(Sgl),
+    /// ATOMIC_WRITE, with its 8 bytes, answered by an empty READ response.
+    AtomicWrite([u8; 8]),
     /// Failed before a packet went out: completes with this status when it
     /// reaches the head, in order.
     Failed(u32),

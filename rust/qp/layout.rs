@@ -19,6 +19,7 @@ type Sge = b::rxe_sge;
 type WrUnion = b::rxe_send_wr__bindgen_ty_2;
 type WrRdma = b::rxe_send_wr__bindgen_ty_2__bindgen_ty_2;
 type WrAtomic = b::rxe_send_wr__bindgen_ty_2__bindgen_ty_3;
+type WrFlush = b::rxe_send_wr__bindgen_ty_2__bindgen_ty_1;
 type WrUd = b::rxe_send_wr__bindgen_ty_2__bindgen_ty_4;
 type WrMw = b::rxe_send_wr__bindgen_ty_2__bindgen_ty_5;
 type WrReg = b::rxe_send_wr__bindgen_ty_2__bindgen_ty_6;
@@ -28,6 +29,7 @@ type DmaSges = b::rxe_dma_info__bindgen_ty_1__bindgen_ty_3;
 
 const _: fn(&WrUnion) -> &b::__BindgenUnionField<WrRdma> = |u| &u.rdma;
 const _: fn(&WrUnion) -> &b::__BindgenUnionField<WrAtomic> = |u| &u.atomic;
+const _: fn(&WrUnion) -> &b::__BindgenUnionField<WrFlush> = |u| &u.flush;
 const _: fn(&WrUnion) -> &b::__BindgenUnionField<WrUd> = |u| &u.ud;
 const _: fn(&WrUnion) -> &b::__BindgenUnionField<WrMw> = |u| &u.mw;
 const _: fn(&WrUnion) -> &b::__BindgenUnionField<WrReg> = |u| &u.reg;
@@ -55,6 +57,7 @@ macro_rules! field {
 const WR: usize = offset_of!(SendWqe, wr.wr);
 const RDMA: usize = WR + offset_of!(WrUnion, rdma);
 const ATOMIC: usize = WR + offset_of!(WrUnion, atomic);
+const FLUSH: usize = WR + offset_of!(WrUnion, flush);
 const UD: usize = WR + offset_of!(WrUnion, ud);
 const MW: usize = WR + offset_of!(WrUnion, mw);
 const REG: usize = WR + offset_of!(WrUnion, reg);
@@ -77,6 +80,11 @@ const _: () = {
     field!(l::ATOMIC_COMPARE_ADD, ATOMIC, WrAtomic, compare_add, 8);
     field!(l::ATOMIC_SWAP, ATOMIC, WrAtomic, swap, 8);
     field!(l::ATOMIC_RKEY, ATOMIC, WrAtomic, rkey, 4);
+    field!(l::FLUSH_REMOTE_ADDR, FLUSH, WrFlush, remote_addr, 8);
+    field!(l::FLUSH_LENGTH, FLUSH, WrFlush, length, 4);
+    field!(l::FLUSH_RKEY, FLUSH, WrFlush, rkey, 4);
+    field!(l::FLUSH_TYPE, FLUSH, WrFlush, type_, 1);
+    field!(l::FLUSH_LEVEL, FLUSH, WrFlush, level, 1);
     field!(l::UD_REMOTE_QPN, UD, WrUd, remote_qpn, 4);
     field!(l::UD_REMOTE_QKEY, UD, WrUd, remote_qkey, 4);
     field!(l::UD_AH_NUM, UD, WrUd, ah_num, 4);

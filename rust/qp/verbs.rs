@@ -569,11 +569,14 @@ fn post_one_send(qp: &Qp, sq: &mut Queue, w: &KernelSendWr<'_>) -> Result {
     // `sges` names each of the `num_sge` SGEs.
     let list = (0..x.num_sge).map(|i| (w.sges)(i).unwrap_or_default());
     x.length = list.clone().fold(0u32, |a, s| a.wrapping_add(s.length));
-    if x.send_flags & wqe::flags::INLINE == 0 {
+    // ATOMIC_WRITE's 8 bytes travel in the WQE (`dma.atomic_wr`, where
+    // librxe puts them), as inline data does.
+    let atomic_write = x.opcode == wqe::wr::ATOMIC_WRITE;
+    if x.send_flags & wqe::flags::INLINE == 0 && !atomic_write {
         return sq.push_with(|slot| wqe::write_send(slot, &x, list));
     }
     // Inline: the bytes travel in the WQE, copied now from the SGEs.
-    if x.length > qp.max_inline {
+    if atomic_write && x.length != 8 || !atomic_write && x.length > qp.max_inline {
         return Err(EINVAL);
     }
     x.num_sge = 0;

@@ -7,12 +7,12 @@
 # and WRITE tests with -c UC, ibv_uc_pingpong with --chk, and the counters
 # showing that UC between QPs of one device loses nothing; then UD: the SEND
 # tests with -c UD and ibv_ud_pingpong with --chk; SRQ: --use-srq and
-# ibv_srq_pingpong; then -R (rdma_cm).
+# ibv_srq_pingpong; then -R (rdma_cm) and multicast (-g).
 . "$(dirname "$0")/../lib.sh"
 
 TESTS="ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat"
 ktap_print_header
-ktap_set_plan 51
+ktap_set_plan 53
 oxe_load && rdma link add oxe0 type oxe netdev eth0 || ktap_exit_fail_msg "no oxe0"
 port=18515
 # listening PORT PID: the server listens on PORT (a TCP socket, or an
@@ -133,6 +133,24 @@ pingpong ibv_srq_pingpong "ibv_srq_pingpong --chk -e (completion events)" -n 50 
 for t in "ib_send_bw -R" "ib_write_lat -R" "ib_read_bw -R" "ib_send_bw -R -c UD -D 2"; do
 	run_pair "$t" $t
 done
+
+# Multicast (-g, a group MGID of our choosing with -M): each end's UD QP
+# attached to the group, the datagrams sent to the group's address. Between
+# QPs of one device they come back through the IP stack's multicast loop,
+# so the host joins the group (IP_ADD_MEMBERSHIP), as rdma_cm does for its
+# users (mckey). Each end also gets its own datagrams: dropped and counted.
+gi=$(gid_index oxe0 ffff:0a4d:0001)
+python3 -c "
+import socket, struct, time
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+s.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP,
+             struct.pack('4s4s', socket.inet_aton('239.1.2.7'), socket.inet_aton('10.77.0.1')))
+time.sleep(600)" &
+joined=$!
+M=0:0:0:0:0:0:0:0:0:0:255:255:239:1:2:7
+run_pair "ib_send_bw -c UD -g (multicast)" ib_send_bw -c UD -g -M $M -x "$gi" -D 2
+run_pair "ib_send_lat -c UD -g (multicast)" ib_send_lat -c UD -g -M $M -x "$gi" -n 1000
+kill $joined
 
 # The port's performance agent (process_mad): sysfs counts loopback traffic
 # in 4-byte words, as the link's byte counters do.

@@ -366,6 +366,37 @@ static void frmr_write_read(struct kunit *test)
 	unmap_sg(c);
 }
 
+/*
+ * IB_WR_ATOMIC_WRITE from a kernel QP (an ib_rdma_wr whose one SGE holds the
+ * 8 bytes, copied into the WQE at post time): placed at once into the fast
+ * MR, IB_WC_ATOMIC_WRITE; 4 bytes is EINVAL at post time.
+ */
+static void frmr_atomic_write(struct kunit *test)
+{
+	struct ctx *c = test->priv;
+	struct ib_mr *mr = map_frmr(test, c);
+	struct ib_sge sge = { .addr = c->dma[1], .length = 8, .lkey = c->pd->local_dma_lkey };
+	struct ib_rdma_wr wr = {
+		.wr = { .opcode = IB_WR_ATOMIC_WRITE, .sg_list = &sge, .num_sge = 1,
+			.send_flags = IB_SEND_SIGNALED },
+		.remote_addr = mr->iova + 8, .rkey = mr->rkey,
+	};
+	u64 *dst = page_address(c->pages[0]) + 512 + 8;
+	struct ib_wc wc;
+
+	KUNIT_ASSERT_EQ(test, reg_mr(c, mr, RW), IB_WC_SUCCESS);
+	*(u64 *)c->buf[1] = 0x0102030405060708ULL;
+	KUNIT_ASSERT_EQ(test, post(c, 1, &wr.wr), 0);
+	wc = poll_wc(c, 1);
+	KUNIT_EXPECT_EQ(test, wc.status, IB_WC_SUCCESS);
+	KUNIT_EXPECT_EQ(test, wc.opcode, IB_WC_ATOMIC_WRITE);
+	KUNIT_EXPECT_EQ(test, *dst, 0x0102030405060708ULL);
+	KUNIT_EXPECT_EQ(test, dst[1], 0);
+	sge.length = 4;
+	KUNIT_EXPECT_EQ(test, post(c, 1, &wr.wr), -EINVAL);
+	unmap_sg(c);
+}
+
 /* After LOCAL_INV the rkey is dead, and the memory stays untouched. */
 static void frmr_local_inv(struct kunit *test)
 {
@@ -629,6 +660,7 @@ static void srq_send_recv(struct kunit *test)
 static struct kunit_case oxe_kverbs_cases[] = {
 	KUNIT_CASE(dma_mr_send_recv),
 	KUNIT_CASE(frmr_write_read),
+	KUNIT_CASE(frmr_atomic_write),
 	KUNIT_CASE(inline_send_and_atomic),
 	KUNIT_CASE(frmr_local_inv),
 	KUNIT_CASE(frmr_send_with_inv),

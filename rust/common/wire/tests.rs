@@ -6,7 +6,7 @@ use super::*;
 use proptest::prelude::*;
 
 /// Every opcode `layout` knows.
-const OPCODES: [u8; 37] = [
+const OPCODES: [u8; 39] = [
     op::SEND_FIRST,
     op::SEND_MIDDLE,
     op::SEND_LAST,
@@ -44,6 +44,8 @@ const OPCODES: [u8; 37] = [
     op::UC_WRITE_ONLY_IMM,
     op::UD_SEND_ONLY,
     op::UD_SEND_ONLY_IMM,
+    op::ATOMIC_WRITE,
+    op::FLUSH,
 ];
 
 const RETH: Reth = Reth {
@@ -82,6 +84,8 @@ fn lengths_match_rxe_opcode_table() {
         (op::UC_SEND_MIDDLE, 12),
         (op::UD_SEND_ONLY, 20),
         (op::UD_SEND_ONLY_IMM, 24),
+        (op::ATOMIC_WRITE, 28),
+        (op::FLUSH, 32),
     ] {
         assert_eq!(layout(o).unwrap().hdr_len(), len, "opcode {o:#x}");
     }
@@ -316,7 +320,7 @@ fn decode_rejects() {
     assert_eq!(decode(&[]), Err(DecodeError::Truncated));
     assert_eq!(decode(&good[..1]), Err(DecodeError::Truncated));
     assert_eq!(decode(&good[..15]), Err(DecodeError::Truncated));
-    for o in [0x15, 0x18, 0x1c, 0x1d, 0x2c, 0x40, 0x60, 0x81, 0xff] {
+    for o in [0x15, 0x18, 0x1e, 0x2c, 0x40, 0x60, 0x81, 0xff] {
         assert_eq!(with(0, o), Err(DecodeError::BadOpcode), "{o:#x}");
     }
     assert_eq!(with(1, 0x01), Err(DecodeError::BadVersion));
@@ -419,6 +423,12 @@ fn hdr() -> impl Strategy<Value = Hdr> {
                     va: reth.0,
                     rkey: reth.1,
                     len: reth.2,
+                });
+            }
+            if l.feth {
+                h.feth = Some(Feth {
+                    placement: timer & 0xf,
+                    level: class & 3,
                 });
             }
             if l.atomic {
@@ -556,4 +566,30 @@ proptest! {
         let _ = encode(&h, &vec![1; len], &mut b);
         let _ = encode_hdr(&h, len, &mut b);
     }
+}
+
+#[test]
+fn flush_feth_bits() {
+    // rxe_hdr.h: placement type in bits 3-0, selectivity level in 5-4,
+    // after the BTH and before the RETH.
+    let mut h = Hdr::new(op::FLUSH, 5, 0x12);
+    h.feth = Some(Feth {
+        placement: crate::packet::flush::GLOBAL,
+        level: crate::packet::flush::MR,
+    });
+    h.reth = Some(RETH);
+    let b = pkt(&h, &[]);
+    assert_eq!(&b[BTH_LEN..BTH_LEN + 4], &[0, 0, 0, 0x11]);
+    assert_eq!(&b[BTH_LEN + 4..BTH_LEN + 12], &RETH.va.to_be_bytes());
+    let mut bad = h;
+    bad.feth = Some(Feth {
+        placement: 0x10,
+        level: 0,
+    });
+    assert_eq!(encode(&bad, &[], &mut [0; 64]), Err(EncodeError::BadField));
+    // Reserved bits are ignored on receive.
+    let mut r = b.clone();
+    r[BTH_LEN] = 0xff;
+    r[BTH_LEN + 3] |= 0xc0;
+    assert_eq!(decode(&r).unwrap().hdr.feth, h.feth);
 }
