@@ -121,21 +121,15 @@ impl Window {
     pub(crate) const RCU_OFFSET: usize = core::mem::offset_of!(Window, rcu);
 
     /// Applies a checked bind: the window moves to `new`, on `mr` if bound.
-    fn bind(&self, qp_pd: PdId, qpn: u32, mr: Option<MrRef>, b: &Bind) -> bool {
+    fn bind(&self, qp_pd: PdId, qp: u64, mr: Option<MrRef>, b: &Bind) -> bool {
         let view = mr.as_ref().and_then(MrRef::window_view);
         if mr.is_some() && view.is_none() {
             return false;
         }
         let mut st = self.state.lock();
-        let Ok(new) = rules::check_bind(
-            self.mw_type,
-            self.pd,
-            &st.bind,
-            qp_pd,
-            qpn,
-            view.as_ref(),
-            b,
-        ) else {
+        let Ok(new) =
+            rules::check_bind(self.mw_type, self.pd, &st.bind, qp_pd, qp, view.as_ref(), b)
+        else {
             return false;
         };
         let keep = match mr.filter(|_| new.bound()) {
@@ -168,20 +162,20 @@ impl Window {
         true
     }
 
-    /// A remote access through the window by QP `qpn`: the bound MR and
+    /// A remote access through the window by QP `qp` (`Qp::uid`): the bound MR and
     /// where in it the access lands, if the window grants it.
-    fn resolve(&self, qpn: u32, req: &Request) -> Option<(MrRef, u64)> {
+    fn resolve(&self, qp: u64, req: &Request) -> Option<(MrRef, u64)> {
         let st = self.state.lock();
-        let at = rules::check_access(self.mw_type, self.pd, &st.bind, qpn, req).ok()?;
+        let at = rules::check_access(self.mw_type, self.pd, &st.bind, qp, req).ok()?;
         let m = st.mr.as_ref()?.try_clone()?;
         drop(st);
         m.check_range(at, req.len).then_some((m, at))
     }
 }
 
-/// BIND_MW by a QP of `pd` numbered `qpn` (the send task, in WQE order):
+/// BIND_MW by QP `qp` (`Qp::uid`) of `pd` (the send task, in WQE order):
 /// false completes the WQE with MW_BIND_ERR.
-pub(crate) fn bind(mws: &Windows, keys: &mr::Keys, pd: PdId, qpn: u32, w: &SendWqe) -> bool {
+pub(crate) fn bind(mws: &Windows, keys: &mr::Keys, pd: PdId, qp: u64, w: &SendWqe) -> bool {
     let b = &w.bind;
     let Some(win) = mws.get(b.mw_key) else {
         return false;
@@ -194,7 +188,7 @@ pub(crate) fn bind(mws: &Windows, keys: &mr::Keys, pd: PdId, qpn: u32, w: &SendW
     } else {
         None
     };
-    win.bind(pd, qpn, mr, b)
+    win.bind(pd, qp, mr, b)
 }
 
 /// LOCAL_INV and SEND_WITH_INV of a window's key by a QP of `pd`.
@@ -202,7 +196,7 @@ pub(crate) fn invalidate(mws: &Windows, k: u32, pd: PdId) -> bool {
     mws.get(k).is_some_and(|w| w.invalidate(k, pd))
 }
 
-/// Resolves a window's rkey (`req.key`) for a remote access by QP `qpn`.
-pub(crate) fn resolve(mws: &Windows, qpn: u32, req: &Request) -> Option<(MrRef, u64)> {
-    mws.get(req.key)?.resolve(qpn, req)
+/// Resolves a window's rkey (`req.key`) for a remote access by QP `qp`.
+pub(crate) fn resolve(mws: &Windows, qp: u64, req: &Request) -> Option<(MrRef, u64)> {
+    mws.get(req.key)?.resolve(qp, req)
 }

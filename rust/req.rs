@@ -486,7 +486,7 @@ fn local_op(qp: &Qp, w: &SendWqe) -> u32 {
     let res = match w.opcode {
         // A UD or UC QP binds no window (o10-37.2.13: RC only).
         wr::BIND_MW if !qp.reliable() => false,
-        wr::BIND_MW => crate::mw::bind(qp.mws.get(), qp.keys.get(), qp.pd, qp.qpn, w),
+        wr::BIND_MW => crate::mw::bind(qp.mws.get(), qp.keys.get(), qp.pd, qp.uid, w),
         wr::LOCAL_INV if crate::mw_rules::is_mw(w.ex) => {
             crate::mw::invalidate(qp.mws.get(), w.ex, qp.pd)
         }

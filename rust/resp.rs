@@ -605,7 +605,7 @@ fn remote(
         rights: right,
     };
     if crate::mw_rules::is_mw(rkey) {
-        return crate::mw::resolve(qp.mws.get(), qp.qpn, &req)
+        return crate::mw::resolve(qp.mws.get(), qp.uid, &req)
             .map(Some)
             .ok_or(Nak::RemoteAccess);
     }
@@ -633,7 +633,7 @@ fn cached_remote<'c>(
             len,
             rights: right,
         };
-        let (m, at) = crate::mw::resolve(qp.mws.get(), qp.qpn, &req)?;
+        let (m, at) = crate::mw::resolve(qp.mws.get(), qp.uid, &req)?;
         return Some((cache.hold(m), at));
     }
     cache

@@ -39,8 +39,10 @@ pub struct Binding {
     pub addr: u64,
     pub length: u64,
     pub access: u32,
-    /// Type 2: the QP it is bound to.
-    pub qpn: u32,
+    /// Type 2: the QP it is bound to, by an identity no later QP gets (a
+    /// QPN comes back after the QP is destroyed; rxe holds a reference on
+    /// the QP instead).
+    pub qp: u64,
 }
 
 impl Binding {
@@ -100,7 +102,7 @@ pub fn check_bind(
     mw_pd: PdId,
     cur: &Binding,
     qp_pd: PdId,
-    qpn: u32,
+    qp: u64,
     mr: Option<&MrView>,
     b: &Bind,
 ) -> Result<Binding, BindError> {
@@ -150,25 +152,25 @@ pub fn check_bind(
         addr: b.addr,
         length: b.length,
         access: b.access,
-        qpn: if mw_type == TYPE_2 { qpn } else { 0 },
+        qp: if mw_type == TYPE_2 { qp } else { 0 },
     })
 }
 
 /// Checks a remote access through a window (`req.key` presented by QP
-/// `qpn` of `req.pd`): the window's PD, QP (type 2), rights and range. On
+/// `qp` of `req.pd`): the window's PD, QP (type 2), rights and range. On
 /// success, the iova in the bound MR where the access starts. rxe checks the
 /// range against the MR only; a window's point is its narrower range.
 pub fn check_access(
     mw_type: u8,
     mw_pd: PdId,
     cur: &Binding,
-    qpn: u32,
+    qp: u64,
     req: &Request,
 ) -> Result<u64, AccessError> {
     if !cur.bound() || req.key != cur.key {
         return Err(AccessError::BadKey);
     }
-    if req.pd != mw_pd || (mw_type == TYPE_2 && qpn != cur.qpn) {
+    if req.pd != mw_pd || (mw_type == TYPE_2 && qp != cur.qp) {
         return Err(AccessError::WrongPd);
     }
     if req.rights & !(cur.access & REMOTE) != 0 {
@@ -242,7 +244,7 @@ mod tests {
             Err(BindError::Pd)
         );
         let b = check_bind(TYPE_1, 3, &unbound(), 3, 7, Some(&MR), &b).unwrap();
-        assert_eq!((b.key, b.addr, b.length, b.qpn), (W + 1, 0x1100, 0x100, 0));
+        assert_eq!((b.key, b.addr, b.length, b.qp), (W + 1, 0x1100, 0x100, 0));
         // Rebinding a bound type 1 window is fine (it moves).
         let mut again = bind(REMOTE_READ, 0x1000, 0x1000);
         again.mw_key = W + 1;
@@ -281,7 +283,7 @@ mod tests {
             &bind(REMOTE_WRITE, 0x1000, 0x1000),
         )
         .unwrap();
-        assert_eq!(ok.qpn, 7);
+        assert_eq!(ok.qp, 7);
         let mut b2 = bind(REMOTE_WRITE, 0x1000, 8);
         b2.mw_key = W + 1;
         assert_eq!(
@@ -383,7 +385,7 @@ mod tests {
             addr: 0x1100,
             length: 0x100,
             access: REMOTE_WRITE | LOCAL_WRITE,
-            qpn: 7,
+            qp: 7,
         };
         assert_eq!(
             check_access(TYPE_1, 3, &w, 1, &req(W, 3, 0x1100, 0x100, REMOTE_WRITE)),
@@ -447,7 +449,7 @@ mod tests {
             addr: 0x1000,
             length: 8,
             access: REMOTE_READ,
-            qpn: 7,
+            qp: 7,
         };
         assert!(check_invalidate(TYPE_2, 3, &w, W, 3));
         assert!(!check_invalidate(TYPE_1, 3, &w, W, 3));

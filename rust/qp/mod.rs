@@ -204,9 +204,19 @@ pub(crate) struct Inbox {
 /// Room for twice the window: a full window plus its retransmission.
 const INBOX: usize = 2 * params::MAX_UNACKED_PSNS as usize;
 
+/// The next `Qp::uid`.
+static NEXT_UID: Atomic<u64> = Atomic::new(1);
+
+/// A QP identity never handed out twice (QPNs come back).
+pub(crate) fn next_uid() -> u64 {
+    NEXT_UID.fetch_add(1, ordering::Relaxed)
+}
+
 #[pin_data]
 pub(crate) struct Qp {
     pub(crate) qpn: u32,
+    /// This QP, for the type 2 memory windows bound to it.
+    pub(crate) uid: u64,
     pub(crate) ib: QpHandle,
     /// The device's key table, for the SGE and rkey checks.
     pub(crate) keys: CoreRef<Keys>,

@@ -176,6 +176,7 @@ impl Qp {
             Arc::pin_init(
                 try_pin_init!(Qp {
                     qpn,
+                    uid: super::next_uid(),
                     ib: handle,
                     keys,
                     mws,
