@@ -649,6 +649,30 @@ TEST_F(srq, errors)
 	EXPECT_EQ(EBUSY, ibv_destroy_srq(self->srq));
 }
 
+/* Overflow: an SRQ takes as many receives as it reports room for, and the
+ * next post fails with ENOMEM, the ring untouched; room comes back as
+ * receives are consumed. */
+TEST_F(srq, overflow_is_enomem)
+{
+	struct ibv_srq_init_attr ia = { .attr = { .max_wr = 16, .max_sge = 1 } };
+	struct ibv_srq *small = ibv_create_srq(self->pd, &ia);
+	struct ibv_srq_attr sa;
+	uint32_t n;
+
+	ASSERT_NE(NULL, small);
+	ASSERT_EQ(0, ibv_query_srq(small, &sa));
+	ASSERT_LE(16, sa.max_wr);
+	n = sa.max_wr;
+	for (uint32_t i = 0; i < n; i++) {
+		ASSERT_EQ(0, srq_post(small, self->buf, 64, self->mr->lkey, i)) TH_LOG("post %u", i);
+	}
+	EXPECT_EQ(ENOMEM, srq_post(small, self->buf, 64, self->mr->lkey, n));
+	EXPECT_EQ(ENOMEM, srq_post(small, self->buf, 64, self->mr->lkey, n + 1));
+	ASSERT_EQ(0, ibv_query_srq(small, &sa));
+	EXPECT_EQ(n, sa.max_wr);
+	EXPECT_EQ(0, ibv_destroy_srq(small));
+}
+
 /*
  * Multicast: UD QPs attached to a group (IPv4 239.1.2.3, as an IPv4-mapped
  * MGID) each get a datagram sent to it (QPN 0xffffff). The datagram goes

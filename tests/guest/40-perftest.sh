@@ -12,7 +12,7 @@
 
 TESTS="ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat"
 ktap_print_header
-ktap_set_plan 53
+ktap_set_plan 55
 oxe_load && rdma link add oxe0 type oxe netdev eth0 || ktap_exit_fail_msg "no oxe0"
 port=18515
 # listening PORT PID: the server listens on PORT (a TCP socket, or an
@@ -105,6 +105,8 @@ pingpong() {
 		ktap_test_fail "$name"
 	fi
 }
+pingpong ibv_rc_pingpong "ibv_rc_pingpong --chk, 64 KiB x 200" -s 65536 -n 200 -c
+pingpong ibv_rc_pingpong "ibv_rc_pingpong --chk -e (completion events)" -n 200 -c -e
 pingpong ibv_uc_pingpong "ibv_uc_pingpong --chk, 4 KiB x 500" -s 4096 -n 500 -c
 pingpong ibv_uc_pingpong "ibv_uc_pingpong --chk, 64 KiB x 100" -s 65536 -n 100 -c
 pingpong ibv_uc_pingpong "ibv_uc_pingpong --chk -e (completion events)" -n 200 -c -e
