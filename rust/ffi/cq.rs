@@ -31,20 +31,20 @@ pub(super) unsafe extern "C" fn create_cq(
     attr: *const b::ib_cq_init_attr,
     attrs: *mut b::uverbs_attr_bundle,
 ) -> c_int {
-    // SAFETY: the core passes valid attributes, and `attrs` NULL for kernel
-    // CQs or the command's bundle, whose driver udata lives as long.
+    // `attrs` is NULL for kernel CQs, else the command's bundle, whose
+    // driver udata lives as long as the command.
+    // SAFETY: the core passes valid attributes and such an `attrs`.
     let (attr, udata) = unsafe { (&*attr, Udata::from_raw(b::oxe_attrs_udata(attrs))) };
     let init = match CqState::new(attr.cqe, attr.flags, udata.as_ref()) {
         Ok(init) => init,
         Err(e) => return e.to_errno(),
     };
-    // SAFETY: fresh memory the core allocated for an OxeCq, seen by no one
-    // else yet; the core calls `destroy_cq` only if this verb succeeds.
+    // The core calls `destroy_cq` only if this verb succeeds.
+    // SAFETY: fresh memory the core allocated for an OxeCq, seen by no one.
     if let Err(e) = unsafe { init_in_place::<OxeCq, _>(ib, init) } {
         return e.to_errno();
     }
-    // SAFETY: initialised just above; the core set the CQ's device, which
-    // outlives it.
+    // SAFETY: initialised just above; its device (set by the core) outlives it.
     let (cq, dev) = unsafe { (OxeCq::from_ib(ib), OxeDevice::from_ib((*ib).device)) };
     crate::ib::cq::publish_cqe(cq, cq.capacity());
     if let Some(u) = &udata {
@@ -63,8 +63,9 @@ pub(super) unsafe extern "C" fn create_cq(
 ///
 /// Called by the RDMA core, once, when no QP uses the CQ any more.
 pub(super) unsafe extern "C" fn destroy_cq(ib: *mut b::ib_cq, udata: *mut b::ib_udata) -> c_int {
-    // SAFETY: a live CQ `create_cq` set up; `udata` is NULL for kernel CQs or
-    // the destroy command's (or the core's cleanup's).
+    // `udata` is NULL for kernel CQs, else the destroy command's (or the
+    // core's cleanup's).
+    // SAFETY: a live CQ `create_cq` set up, and such a `udata`.
     let (cq, udata) = unsafe { (OxeCq::from_ib(ib), Udata::from_raw(udata)) };
     cq.withdraw(udata.as_ref());
     // Frees the ring (vfree sleeps): outside the CQ's spinlock.
@@ -114,8 +115,8 @@ pub(super) unsafe extern "C" fn poll_cq(ib: *mut b::ib_cq, n: c_int, wc: *mut b:
         Ok(n) if n > 0 && !wc.is_null() => n,
         _ => return 0,
     };
-    // SAFETY: the caller's array of `n` entries, ours to write for the call
-    // (maybe uninitialised, hence `MaybeUninit`).
+    // The entries may be uninitialised, hence `MaybeUninit`.
+    // SAFETY: the caller's array of `n` entries, ours to write for the call.
     let out = unsafe { core::slice::from_raw_parts_mut(wc.cast::<MaybeUninit<b::ib_wc>>(), n) };
     cq.poll(out) as c_int
 }

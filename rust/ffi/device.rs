@@ -25,8 +25,9 @@ impl OxeDevice {
     ///
     /// `ib` must be a live oxe device.
     pub(crate) unsafe fn from_ib<'a>(ib: *mut b::ib_device) -> &'a OxeDevice {
-        // SAFETY: per the function's contract; `state` is initialised before
-        // the device is registered, and dropped only by `dealloc_driver`.
+        // `state` is initialised before the device is registered, and
+        // dropped only by `dealloc_driver`.
+        // SAFETY: per the function's contract.
         unsafe { from_ib(ib) }
     }
 }
@@ -36,13 +37,12 @@ impl OxeDevice {
 impl<'a> Udata<'a> {
     /// The ucontext the command runs in, if it has one.
     pub(crate) fn ucontext(&self) -> Option<&'a OxeUcontext> {
-        // SAFETY: the udata of a uverbs command (the contract of `from_raw`),
-        // embedded in its attribute bundle.
+        // SAFETY: a uverbs command's udata (`from_raw`'s contract), in its bundle.
         let uc = unsafe { b::oxe_udata_ucontext(self.as_ptr()) };
-        // SAFETY: the command's ucontext is an oxe ucontext (the device is
-        // oxe's), live as long as the command, and initialised: commands
-        // other than GET_CONTEXT (`alloc_ucontext`, which does not call this)
-        // run only on a ucontext whose `alloc_ucontext` succeeded.
+        // The command's ucontext is initialised: commands other than
+        // GET_CONTEXT (`alloc_ucontext`, which does not call this) run only
+        // on a ucontext whose `alloc_ucontext` succeeded.
+        // SAFETY: an oxe ucontext (the device is oxe's), live for the command.
         (!uc.is_null()).then(|| unsafe { from_ib::<OxeUcontext>(uc) })
     }
 }
@@ -136,9 +136,9 @@ pub(crate) unsafe fn add(name: &CStr, ndev: *mut b::net_device) -> Result {
             return Err(e);
         }
     };
-    // SAFETY: a fresh device, seen by no one. Its ops are not set yet, so if
-    // this fails `ib_dealloc_device` calls no `dealloc_driver`; once they are
-    // set, `dealloc_driver` drops the state.
+    // Its ops are not set yet, so if this fails `ib_dealloc_device` calls no
+    // `dealloc_driver`; once they are set, `dealloc_driver` drops the state.
+    // SAFETY: a fresh device, seen by no one.
     let ret = match unsafe { init_in_place::<OxeDevice, _>(ib, DeviceState::new(guid, net)) } {
         // SAFETY: a fresh, unregistered oxe device; `ndev` referenced.
         Ok(()) => unsafe { init_and_register(ib, name, ndev, guid) },
@@ -221,8 +221,8 @@ pub(crate) unsafe fn netdev_unregistering(ndev: *mut b::net_device) {
 ///
 /// Called by the RDMA core, once, right before it frees the device.
 pub(super) unsafe extern "C" fn dealloc_driver(ib: *mut b::ib_device) {
-    // SAFETY: the ops, hence this callback, are set only once the state is
-    // initialised; the core frees the memory right after.
+    // The core frees the memory right after.
+    // SAFETY: the ops, hence this callback, are set once the state is initialised.
     unsafe { drop_in_place::<OxeDevice>(ib) };
 }
 
@@ -234,10 +234,11 @@ pub(super) unsafe extern "C" fn query_device(
     attr: *mut b::ib_device_attr,
     udata: *mut b::ib_udata,
 ) -> c_int {
-    // SAFETY: the core passes a live oxe device, a writable attribute block
-    // and NULL (kernel caller) or the command's udata.
-    let (dev, attr, udata) =
-        unsafe { (OxeDevice::from_ib(ib), &mut *attr, Udata::from_raw(udata)) };
+    // `udata` is NULL for a kernel caller, else the command's.
+    // SAFETY: the core passes a live oxe device and a writable attribute block.
+    let (dev, attr) = unsafe { (OxeDevice::from_ib(ib), &mut *attr) };
+    // SAFETY: as above.
+    let udata = unsafe { Udata::from_raw(udata) };
     if let Err(e) = udata::in_empty(udata.as_ref()) {
         return e.to_errno();
     }
@@ -329,8 +330,8 @@ pub(super) unsafe extern "C" fn alloc_ucontext(
     if let Err(e) = udata::in_empty(udata.as_ref()) {
         return e.to_errno();
     }
-    // SAFETY: fresh memory the core allocated for an OxeUcontext; it calls
-    // `dealloc_ucontext` only if this succeeds.
+    // The core calls `dealloc_ucontext` only if this succeeds.
+    // SAFETY: fresh memory the core allocated for an OxeUcontext.
     to_c(unsafe { init_in_place::<OxeUcontext, _>(ib, Mmaps::new()) })
 }
 
@@ -401,8 +402,7 @@ pub(super) unsafe extern "C" fn get_hw_stats(
     };
     for i in 0..stats::NUM {
         let v = state.stats.get(i).unwrap_or(0);
-        // SAFETY: the core's stats block for this port; the helper checks
-        // the index against its size.
+        // SAFETY: the core's stats block for this port; the helper checks the index.
         if unsafe { b::oxe_stats_set(hw, i as c_int, v) } != 0 {
             return EINVAL.to_errno();
         }

@@ -54,8 +54,8 @@ unsafe fn publish(pd: *mut b::ib_pd, kind: Kind, iova: u64, length: u64) -> Resu
     let m = unsafe { &*mr };
     let published = state.keys.insert(|key| {
         m.assign_key(key);
-        // SAFETY: neither the core nor the data path has the MR yet, and the
-        // data path never touches `ib`.
+        // The data path never touches `ib`.
+        // SAFETY: neither the core nor the data path has the MR yet.
         unsafe {
             let ib = &mut *ib_ptr(m);
             ib.lkey = key;
@@ -186,8 +186,7 @@ pub(super) unsafe extern "C" fn map_mr_sg(
     sg_nents: c_int,
     sg_offset: *mut c_uint,
 ) -> c_int {
-    // SAFETY: a live MR of ours, whose `page_size` ib_map_mr_sg set before
-    // the call.
+    // SAFETY: a live MR of ours, whose `page_size` ib_map_mr_sg set.
     let (mr, page_size) = unsafe { (from_ib::<OxeMr>(ib), u64::from((*ib).page_size)) };
     if let Err(e) = mr.stage_begin(page_size) {
         return e.to_errno();
@@ -225,16 +224,15 @@ pub(super) unsafe extern "C" fn dereg_mr(ib: *mut b::ib_mr, _udata: *mut b::ib_u
         state.keys.remove(mr.key());
     }
     // Drop the table's reference, then wait out data-path users.
-    // SAFETY: lookups can no longer find the MR: the table's reference is
-    // ours to drop.
+    // SAFETY: lookups can no longer find the MR: the table's reference is ours.
     drop(unsafe { KeyRef::from_raw(ptr::from_ref(mr).cast_mut()) });
     mr.wait_released();
-    // SAFETY: no reference is left, and lookups take none any more; the
-    // core runs no other verb on the MR from here on (`rdma res` readers
-    // were waited out by `rdma_restrack_del` before this call).
+    // The core runs no other verb on the MR from here on (`rdma res`
+    // readers were waited out by `rdma_restrack_del` before this call).
+    // SAFETY: no reference is left, and lookups take none any more.
     unsafe { mr.release_pages() };
-    // SAFETY: the MR is unreachable but for RCU readers of the key table,
-    // which `free_rcu` waits out; nothing here uses it afterwards.
+    // Nothing here uses the MR afterwards.
+    // SAFETY: unreachable but for RCU readers of the key table, which `free_rcu` waits out.
     unsafe { b::call_rcu(mr.rcu_head(), Some(free_rcu)) };
     0
 }

@@ -83,8 +83,8 @@ pub(super) unsafe extern "C" fn alloc_mw(ib: *mut b::ib_mw, udata: *mut b::ib_ud
             return e.to_errno();
         }
     };
-    // SAFETY: the core's MW, not yet seen by anyone else; `rkey` is what the
-    // core answers the user with.
+    // `rkey` is what the core answers the user with.
+    // SAFETY: the core's MW, not yet seen by anyone else.
     unsafe { (*ib).rkey = key };
     // The core calls `dealloc_mw` only if this verb succeeds.
     // SAFETY: fresh memory the core allocated for an OxeMw.
@@ -105,12 +105,10 @@ pub(super) unsafe extern "C" fn dealloc_mw(ib: *mut b::ib_mw) -> c_int {
     if let Some(state) = dev.state() {
         state.mws.remove(w.key());
     }
-    // SAFETY: lookups can no longer find the window: the table's reference
-    // is ours to drop.
+    // SAFETY: lookups can no longer find the window: the table's reference is ours.
     drop(unsafe { KeyRef::from_raw(win.as_ptr()) });
     w.retire();
-    // SAFETY: unreachable but for RCU readers of the table, which `free_rcu`
-    // waits out.
+    // SAFETY: unreachable but for RCU readers of the table, which `free_rcu` waits out.
     unsafe { b::call_rcu(w.rcu_head(), Some(free_rcu)) };
     // SAFETY: last use; the core frees the memory after this returns.
     unsafe { drop_in_place::<OxeMw>(ib) };
