@@ -191,9 +191,14 @@ pub(crate) fn bind(mws: &Windows, keys: &mr::Keys, pd: PdId, qp: u64, w: &SendWq
     win.bind(pd, qp, mr, b)
 }
 
-/// LOCAL_INV and SEND_WITH_INV of a window's key by a QP of `pd`.
-pub(crate) fn invalidate(mws: &Windows, k: u32, pd: PdId) -> bool {
-    mws.get(k).is_some_and(|w| w.invalidate(k, pd))
+/// LOCAL_INV and SEND_WITH_INV of `k` by a QP of `pd`: a type 2 window
+/// or a fast-registration MR, which its key alone tells apart.
+pub(crate) fn invalidate(keys: &mr::Keys, mws: &Windows, k: u32, pd: PdId) -> bool {
+    if rules::is_mw(k) {
+        mws.get(k).is_some_and(|w| w.invalidate(k, pd))
+    } else {
+        mr::invalidate(keys, k, pd)
+    }
 }
 
 /// Resolves a window's rkey (`req.key`) for a remote access by QP `qp`.

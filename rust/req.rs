@@ -487,10 +487,7 @@ fn local_op(qp: &Qp, w: &SendWqe) -> u32 {
         // A UD or UC QP binds no window (o10-37.2.13: RC only).
         wr::BIND_MW if !qp.reliable() => false,
         wr::BIND_MW => crate::mw::bind(qp.mws.get(), qp.keys.get(), qp.pd, qp.uid, w),
-        wr::LOCAL_INV if crate::mw_rules::is_mw(w.ex) => {
-            crate::mw::invalidate(qp.mws.get(), w.ex, qp.pd)
-        }
-        wr::LOCAL_INV => mr::invalidate(qp.keys.get(), w.ex, qp.pd),
+        wr::LOCAL_INV => crate::mw::invalidate(qp.keys.get(), qp.mws.get(), w.ex, qp.pd),
         // Kernel QPs only: a user could write any key into its ring.
         _ if qp.user => false,
         _ => mr::lookup_index(qp.keys.get(), w.mr_key)

@@ -700,13 +700,7 @@ fn send_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache)
         // The rkey must name a valid fast-registration MR or a bound type 2
         // window of this QP's PD
         // (class J error otherwise: the sender sees REM_INV_REQ_ERR).
-        let k = pkt.hdr.ex;
-        let done = if crate::mw_rules::is_mw(k) {
-            crate::mw::invalidate(qp.mws.get(), k, qp.pd)
-        } else {
-            mr::invalidate(qp.keys.get(), k, qp.pd)
-        };
-        if !done {
+        if !crate::mw::invalidate(qp.keys.get(), qp.mws.get(), pkt.hdr.ex, qp.pd) {
             rq.progress = None;
             return fatal(qp, rq, Nak::InvalidRequest);
         }
