@@ -369,7 +369,8 @@ static void frmr_write_read(struct kunit *test)
 /*
  * IB_WR_ATOMIC_WRITE from a kernel QP (an ib_rdma_wr whose one SGE holds the
  * 8 bytes, copied into the WQE at post time): placed at once into the fast
- * MR, IB_WC_ATOMIC_WRITE; 4 bytes is EINVAL at post time.
+ * MR, IB_WC_ATOMIC_WRITE; 4 bytes is EINVAL at post time, and so is a
+ * FLUSH.
  */
 static void frmr_atomic_write(struct kunit *test)
 {
@@ -393,6 +394,9 @@ static void frmr_atomic_write(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, *dst, 0x0102030405060708ULL);
 	KUNIT_EXPECT_EQ(test, dst[1], 0);
 	sge.length = 4;
+	KUNIT_EXPECT_EQ(test, post(c, 1, &wr.wr), -EINVAL);
+	/* FLUSH is not offered, and no kernel WR could carry its arguments. */
+	wr.wr.opcode = IB_WR_FLUSH;
 	KUNIT_EXPECT_EQ(test, post(c, 1, &wr.wr), -EINVAL);
 	unmap_sg(c);
 }
