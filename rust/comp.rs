@@ -167,6 +167,11 @@ fn advance_una(sq: &mut SendSide, una: u32) {
         sq.retries = 0;
         sq.rnr_tries = 0;
     }
+    // Never behind `una`, or PSNs wrapping around would bring an old mark
+    // back ahead.
+    if packet::psn_diff(sq.sent_high, sq.una) < 0 {
+        sq.sent_high = sq.una;
+    }
 }
 
 /// Everything up to and including `psn` arrived: the SEND and WRITE WQEs it
@@ -178,8 +183,11 @@ pub(crate) fn ack_through(qp: &Arc<Qp>, sq: &mut SendSide, psn: u32) {
     if packet::psn_diff(psn, limit) >= 0 {
         return;
     }
+    // A WQE covered by the ACK was sent whole (`psn` is below the limit),
+    // maybe before a go-back that now sends it again: the responder has it
+    // all, it completes.
     while let Some(p) = sq.inflight.front() {
-        if !p.acked_by_ack() || p.sent < p.npkts || packet::psn_diff(psn, p.last_psn()) < 0 {
+        if !p.acked_by_ack() || packet::psn_diff(psn, p.last_psn()) < 0 {
             break;
         }
         retire(qp, sq, b::ib_wc_status_IB_WC_SUCCESS);
@@ -197,13 +205,39 @@ pub(crate) fn ack_through(qp: &Arc<Qp>, sq: &mut SendSide, psn: u32) {
         }
     }
     advance_una(sq, una);
+    // Packets of the head the responder acknowledged are not sent again
+    // (after a go-back, the ACK of their first copies may come late).
+    let una = sq.una;
+    if let Some(p) = sq.inflight.front_mut() {
+        let acked = packet::psn_diff(una, p.first_psn);
+        if p.acked_by_ack() && acked > 0 {
+            p.sent = p.sent.max((acked as u32).min(p.npkts));
+        }
+    }
     settle(qp, sq);
 }
 
-/// One past the highest PSN sent. The WQEs in flight before `next` are
-/// sent whole, the one at `next` in part, those after it not at all (a
-/// rewind restarts them), so only two entries need looking at.
+/// One past the highest PSN ever sent: since the last go-back, or before
+/// it. An answer for a PSN sent before a go-back is as good as one for the
+/// same PSN sent again: the link may reorder (netem, ECMP), and the peer's
+/// ACK of the first copies may come after its NAK. Ignoring it would leave
+/// the WQE waiting for an answer to its second copies, which a peer that
+/// has what it wanted and closed its QP never sends (ibv_rc_pingpong's
+/// client: the server's last SEND then failed with RETRY_EXC_ERR).
 fn sent_limit(sq: &SendSide) -> u32 {
+    let now = sent_now(sq);
+    if packet::psn_diff(sq.sent_high, now) > 0 {
+        sq.sent_high
+    } else {
+        now
+    }
+}
+
+/// One past the highest PSN sent since the last go-back. The WQEs in
+/// flight before `next` are sent whole, the one at `next` in part, those
+/// after it not at all (a rewind restarts them), so only two entries need
+/// looking at.
+fn sent_now(sq: &SendSide) -> u32 {
     let i = sq.next.min(sq.inflight.len());
     match (
         sq.inflight.get(i),
@@ -314,6 +348,7 @@ pub(crate) fn complete_now(qp: &Arc<Qp>, sq: &mut SendSide, w: &SendWqe, status:
 /// Sends again from the oldest unacknowledged PSN: the WQE holding it
 /// restarts there, those after it from their start.
 fn rewind(sq: &mut SendSide) {
+    sq.sent_high = sent_limit(sq);
     let una = sq.una;
     // What was asked from the head on is asked again: the head holds `una`
     // (everything before it completed), so no request is outstanding now.

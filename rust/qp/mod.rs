@@ -125,6 +125,10 @@ pub(crate) struct SendSide {
     pub(crate) psn: u32,
     /// The oldest PSN not acknowledged.
     pub(crate) una: u32,
+    /// One past the highest PSN sent before the last go-back (at least
+    /// `una`): a go-back lowers what is sent now, not what the responder
+    /// may have received and acknowledged.
+    pub(crate) sent_high: u32,
     /// Scratch: a private copy of the WQE being taken.
     pub(crate) wqe: KVec<u8>,
     /// WQEs taken from the ring and not completed, in ring order: entry `i`

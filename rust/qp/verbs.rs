@@ -199,6 +199,7 @@ impl Qp {
                         queue: sq,
                         psn: 0,
                         una: 0,
+                        sent_high: 0,
                         wqe: sq_wqe,
                         inflight,
                         next: 0,
@@ -374,6 +375,7 @@ impl Qp {
                 s.sq_psn = a.sq_psn & crate::packet::PSN_MASK;
                 sq.psn = s.sq_psn;
                 sq.una = s.sq_psn;
+                sq.sent_high = s.sq_psn;
             }
             if mask & b::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC != 0 {
                 s.max_rd_atomic = a.max_rd_atomic;

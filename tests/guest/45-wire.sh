@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 ktap_print_header
-ktap_set_plan 27
+ktap_set_plan 28
 before=$(pins)
 
 # 1. One device, every packet through the wire path: the data-path cases
@@ -85,7 +85,12 @@ check "no QP of the namespace pair is left" [ -z "$(rdma res show qp 2>/dev/null
 ip netns exec A rdma link delete oxeA
 check "the last device of a namespace closes its socket" sh -c '! ip netns exec A ss -Huln | grep -q ":4791 "'
 
-# 4. A namespace deleted with its device still there: the device goes with
+# 4. A scripted responder in A (its port 4791 is free now) answers a QP of
+# oxeB with hand-made packets; tests/stale_ack.py says what and why.
+check "an ACK of packets sent before a go-back completes what it covers" \
+	ip netns exec B python3 tests/stale_ack.py oxeB "$gb" 10.9.0.2 10.9.0.1 A
+
+# 5. A namespace deleted with its device still there: the device goes with
 # its netdev, and the socket with it.
 ip netns del B
 check "a namespace deleted under a device: the device is removed" wait_for 20 sh -c "! [ -e $IBDIR/oxeB ]"

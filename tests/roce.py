@@ -1,0 +1,55 @@
+# RoCEv2 packets by hand (IPv4, UDP 4791) for the wire suite's tests: the
+# ICRC as IBA A17.3.3 and rdma_rxe compute it.
+import socket
+import struct
+import zlib
+
+ACKNOWLEDGE = 0x11
+ACK = 0x1F  # AETH syndrome: ACK, no credit limit
+NAK_SEQ = 0x60  # AETH syndrome: NAK, PSN sequence error
+RNR_655MS = 0x20  # AETH syndrome: RNR NAK, timer code 0 (655.36 ms)
+
+
+def bth(opcode, qpn, psn, ack_req=False):
+    return struct.pack("!BBHII", opcode, 0, 0xFFFF, qpn & 0xFFFFFF,
+                       (0x80000000 if ack_req else 0) | (psn & 0xFFFFFF))
+
+
+def aeth(syndrome, msn=0):
+    return struct.pack("!I", (syndrome << 24) | (msn & 0xFFFFFF))
+
+
+def parse_bth(data):
+    """(opcode, dest QPN, PSN) of a received UDP payload, or None."""
+    if len(data) < 16:
+        return None
+    opcode, _, _, qpn, psn = struct.unpack("!BBHII", data[:12])
+    return opcode, qpn & 0xFFFFFF, psn & 0xFFFFFF
+
+
+def packet(src, dst, ib, icrc_xor=0, sport=0xC000):
+    """IPv4 + UDP + IB transport headers and payload `ib` + ICRC. `ib`
+    shorter than a BTH gets no ICRC."""
+    with_icrc = len(ib) >= 12
+    udp_len = 8 + len(ib) + (4 if with_icrc else 0)
+    udp = struct.pack("!HHHH", sport, 4791, udp_len, 0)
+    ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + udp_len, 0x1234, 0x4000, 64, 17, 0,
+                     socket.inet_aton(src), socket.inet_aton(dst))
+    if not with_icrc:
+        return ip + udp + ib
+    # CRC-32 over 8 bytes of ones (the LRH), then the packet with TOS, TTL,
+    # IP checksum, UDP checksum and the BTH's FECN/BECN byte as ones.
+    m_ip = bytearray(ip)
+    m_ip[1] = 0xFF
+    m_ip[8] = 0xFF
+    m_ip[10:12] = b"\xff\xff"
+    m_udp = bytearray(udp)
+    m_udp[6:8] = b"\xff\xff"
+    m_ib = bytearray(ib)
+    m_ib[4] = 0xFF
+    icrc = zlib.crc32(b"\xff" * 8 + bytes(m_ip) + bytes(m_udp) + bytes(m_ib)) ^ icrc_xor
+    return ip + udp + ib + struct.pack("<I", icrc)
+
+
+def raw_socket():
+    return socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
