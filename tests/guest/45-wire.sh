@@ -87,6 +87,7 @@ check "the last device of a namespace closes its socket" sh -c '! ip netns exec 
 
 # 4. A scripted responder in A (its port 4791 is free now) answers a QP of
 # oxeB with hand-made packets; tests/stale_ack.py says what and why.
+gb=$(gid_index oxeB ffff:0a09:0002)
 check "an ACK of packets sent before a go-back completes what it covers" \
 	ip netns exec B python3 tests/stale_ack.py oxeB "$gb" 10.9.0.2 10.9.0.1 A
 
