@@ -59,6 +59,22 @@ void oxe_put_page(unsigned long pfn);
  */
 long oxe_virt_to_pfn(u64 va);
 
+/*
+ * On-demand paging (oxe_odp.c), through the core's ib_umem_odp, opaque here.
+ * oxe_odp_get returns an ERR_PTR on failure. oxe_odp_lock returns 0 with
+ * [va, va + len) present (writable if @write) and the umem locked, faulting
+ * pages in if @fault; -EAGAIN if some are missing and !@fault; else -errno.
+ * oxe_odp_pfn: under the lock, the frame of the present page at @va.
+ */
+struct ib_umem_odp;
+bool oxe_odp_enabled(void);
+struct ib_umem_odp *oxe_odp_get(struct ib_device *dev, u64 start, u64 length,
+				int access);
+void oxe_odp_release(struct ib_umem_odp *odp);
+int oxe_odp_lock(struct ib_umem_odp *odp, u64 va, u64 len, bool write, bool fault);
+void oxe_odp_unlock(struct ib_umem_odp *odp);
+unsigned long oxe_odp_pfn(struct ib_umem_odp *odp, u64 va);
+
 /* xarray static inlines: init, value entries, errors. */
 void oxe_xa_init(struct xarray *xa);
 void *oxe_xa_mk_value(unsigned long v);

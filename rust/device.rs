@@ -102,6 +102,10 @@ impl OxeDevice {
             | b::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B
             | b::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE) as u64;
         a.kernel_cap_flags = u64::from(b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
+        if crate::mr::odp_enabled() {
+            a.kernel_cap_flags |= u64::from(b::ib_kernel_cap_flags_IBK_ON_DEMAND_PAGING);
+            a.odp_caps = odp_caps();
+        }
         a.max_send_sge = params::MAX_SGE as c_int;
         a.max_recv_sge = params::MAX_SGE as c_int;
         a.max_sge_rd = params::MAX_SGE_RD as c_int;
@@ -184,4 +188,29 @@ impl OxeUcontext {
     pub(crate) fn mmaps(&self) -> Result<&Mmaps> {
         Ok(&self.mmaps)
     }
+}
+
+/// What on-demand paging covers: every operation oxe has, on each QP type
+/// that has it (the data path faults pages in the same way for all).
+fn odp_caps() -> b::ib_odp_caps {
+    let rc = b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SEND
+        | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_RECV
+        | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_WRITE
+        | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_READ
+        | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC
+        | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SRQ_RECV
+        | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC_WRITE;
+    let uc = b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SEND
+        | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_RECV
+        | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_WRITE
+        | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SRQ_RECV;
+    let ud = b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SEND
+        | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_RECV
+        | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SRQ_RECV;
+    let mut caps: b::ib_odp_caps = pin_init::zeroed();
+    caps.general_caps = u64::from(b::ib_odp_general_cap_bits_IB_ODP_SUPPORT);
+    caps.per_transport_caps.rc_odp_caps = rc;
+    caps.per_transport_caps.uc_odp_caps = uc;
+    caps.per_transport_caps.ud_odp_caps = ud;
+    caps
 }

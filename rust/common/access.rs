@@ -17,13 +17,14 @@ pub const FLUSH_PERSISTENT: u32 = 1 << 9;
 /// ordering, bit 20).
 pub const OPTIONAL: u32 = 0x3ff0_0000;
 
-/// What oxe registers with. ON_DEMAND and FLUSH_* are known but not offered.
+/// What oxe registers with. FLUSH_* are known but not offered.
 pub const SUPPORTED: u32 = LOCAL_WRITE
     | REMOTE_WRITE
     | REMOTE_READ
     | REMOTE_ATOMIC
     | MW_BIND
     | ZERO_BASED
+    | ON_DEMAND
     | HUGETLB
     | OPTIONAL;
 
@@ -133,7 +134,7 @@ mod tests {
         assert_eq!(check_access(REMOTE_READ), Ok(()));
         assert_eq!(check_access(1 << 10), Err(RegError::Invalid));
         assert_eq!(check_access(1 << 31), Err(RegError::Invalid));
-        assert_eq!(check_access(ON_DEMAND), Err(RegError::NotSupported));
+        assert_eq!(check_access(ON_DEMAND), Ok(()));
         assert_eq!(check_access(FLUSH_GLOBAL), Err(RegError::NotSupported));
     }
 

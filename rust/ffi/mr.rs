@@ -74,6 +74,30 @@ unsafe fn publish(pd: *mut b::ib_pd, kind: Kind, iova: u64, length: u64) -> Resu
     Ok(ib_ptr(m))
 }
 
+/// A user registration: pinned, or on demand (`IB_ACCESS_ON_DEMAND`).
+///
+/// # Safety
+///
+/// `pd` is a live PD of an oxe device; called by the process that registers.
+unsafe fn user_kind(
+    pd: *mut b::ib_pd,
+    pd_id: crate::access::PdId,
+    start: u64,
+    length: u64,
+    iova: u64,
+    access: u32,
+    udata: Option<&Udata<'_>>,
+) -> Result<Kind> {
+    if access & crate::access::ON_DEMAND == 0 {
+        return Kind::user(pd_id, start, length, iova, access, udata);
+    }
+    Kind::odp(pd_id, start, length, iova, access, udata, || {
+        // SAFETY: the PD's device is live and registered; this is the
+        // registering process (the function's contract).
+        unsafe { crate::mr::Odp::new((*pd).device, start, length, access) }
+    })
+}
+
 /// # Safety
 ///
 /// Called by the RDMA core for REG_MR with a live PD of an oxe device and
@@ -89,7 +113,18 @@ pub(super) unsafe extern "C" fn reg_user_mr(
 ) -> *mut b::ib_mr {
     // SAFETY: a live PD of an oxe device and the command's udata.
     let (pd_id, udata) = unsafe { (pd::id(pd), Udata::from_raw(udata)) };
-    let kind = Kind::user(pd_id, start, length, iova, access as u32, udata.as_ref());
+    // SAFETY: a live PD of an oxe device, in the registering process.
+    let kind = unsafe {
+        user_kind(
+            pd,
+            pd_id,
+            start,
+            length,
+            iova,
+            access as u32,
+            udata.as_ref(),
+        )
+    };
     // SAFETY: a live PD of an oxe device.
     to_c_ptr(kind.and_then(|k| unsafe { publish(pd, k, iova, length) }))
 }
@@ -127,7 +162,8 @@ pub(super) unsafe extern "C" fn rereg_user_mr(
             .and_then(|access| {
                 // SAFETY: the live PD of this device (the function's contract).
                 let pd_id = unsafe { pd::id(pd) };
-                Kind::user(pd_id, start, length, iova, access, udata.as_ref())
+                // SAFETY: as above, in the registering process.
+                unsafe { user_kind(pd, pd_id, start, length, iova, access, udata.as_ref()) }
             });
         // SAFETY: as above.
         let new = kind.and_then(|k| unsafe { publish(pd, k, iova, length) });
@@ -145,6 +181,44 @@ pub(super) unsafe extern "C" fn rereg_user_mr(
         Ok(()) => ptr::null_mut(),
         Err(e) => err_ptr(e),
     }
+}
+
+/// `ibv_advise_mr`: PREFETCH, PREFETCH_WRITE and PREFETCH_NO_FAULT of ODP
+/// MRs of `pd`.
+///
+/// # Safety
+///
+/// Called by the RDMA core (the ADVISE_MR method) with a live PD of an oxe
+/// device and `num_sge` SGEs at `sg_list`.
+pub(super) unsafe extern "C" fn advise_mr(
+    pd: *mut b::ib_pd,
+    advice: b::ib_uverbs_advise_mr_advice,
+    flags: u32,
+    sg_list: *mut b::ib_sge,
+    num_sge: u32,
+    _attrs: *mut b::uverbs_attr_bundle,
+) -> c_int {
+    // SAFETY: a live PD of an oxe device (the function's contract).
+    let (dev, pd_id) = unsafe { (OxeDevice::from_ib((*pd).device), pd::id(pd)) };
+    let Some(state) = dev.state() else {
+        return to_c(Err(ENODEV));
+    };
+    let sges = if num_sge == 0 || sg_list.is_null() {
+        &[][..]
+    } else {
+        // SAFETY: `num_sge` SGEs, the core's copy of the user's (the
+        // function's contract).
+        unsafe { core::slice::from_raw_parts(sg_list, num_sge as usize) }
+    };
+    let sync = flags & b::ib_uverbs_advise_mr_flag_IB_UVERBS_ADVISE_MR_FLAG_FLUSH != 0;
+    let r = crate::mr::advise(
+        &state.keys,
+        pd_id,
+        advice,
+        sync,
+        sges.iter().map(|s| (s.lkey, s.addr, u64::from(s.length))),
+    );
+    to_c(r)
 }
 
 /// The DMA MR of kernel PDs: the core asks for one in `ib_alloc_pd`, for

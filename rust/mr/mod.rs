@@ -19,9 +19,12 @@ use crate::keys::{KeyRef, Refs};
 use crate::mtt::{self, Grant, Region, Run};
 
 mod fast;
+mod odp;
 mod pages;
 
 use fast::Fast;
+use odp::OdpCell;
+pub(crate) use odp::{enabled as odp_enabled, Odp};
 pub(crate) use pages::{PageRef, Src, PAGE_SIZE};
 use pages::{Pinned, PinnedCell, PAGE_SHIFT};
 
@@ -35,6 +38,19 @@ pub(crate) enum Kind {
         rights: Atomic<u64>,
         region: Region,
         pinned: PinnedCell,
+    },
+    /// User memory registered with `IB_ACCESS_ON_DEMAND`: nothing pinned;
+    /// the data path finds the pages when it touches them (`odp`).
+    Odp {
+        /// As `User`'s.
+        rights: Atomic<u64>,
+        region: Region,
+        /// The address of the region's page 0 in the process.
+        va0: u64,
+        /// Registered with a right to write: pages may be faulted in for
+        /// writing.
+        writable: bool,
+        odp: OdpCell,
     },
     /// `get_dma_mr`: all of the kernel's linear map; an iova is a kernel
     /// virtual address (oxe uses virtual DMA, as rdma_rxe does). Its key is
@@ -146,7 +162,7 @@ impl OxeMr {
                     p.table_bytes(),
                 )
             }),
-            Kind::Dma { .. } => (0, 0, 0),
+            Kind::Dma { .. } | Kind::Odp { .. } => (0, 0, 0),
             Kind::Fast(m) => {
                 let m = m.lock();
                 let bytes = (m.runs.capacity() + m.staged.capacity()) * size_of::<Run>();
@@ -194,7 +210,9 @@ impl MrRef {
     /// What a window bind checks of the MR: user MRs only (kernel clients
     /// have no windows).
     pub(crate) fn window_view(&self) -> Option<crate::mw_rules::MrView> {
-        let Kind::User { rights, region, .. } = &self.mr().kind else {
+        let (Kind::User { rights, region, .. } | Kind::Odp { rights, region, .. }) =
+            &self.mr().kind
+        else {
             return None;
         };
         let r = PdRights::unpack(rights.load(ordering::Relaxed));
@@ -204,6 +222,37 @@ impl MrRef {
             iova: region.iova,
             length: region.length,
         })
+    }
+
+    /// The process address of `[iova, iova + len)` of an ODP MR of `pd`.
+    fn odp_range(&self, pd: PdId, iova: u64, len: u64) -> Option<(&Odp, u64)> {
+        let Kind::Odp {
+            rights,
+            region,
+            va0,
+            odp,
+            ..
+        } = &self.mr().kind
+        else {
+            return None;
+        };
+        if PdRights::unpack(rights.load(ordering::Relaxed)).pd != pd {
+            return None;
+        }
+        let va = va0.checked_add(region.locate(iova, len)?)?;
+        Some((odp.get()?, va))
+    }
+
+    /// advise_mr's work on one SGE.
+    fn prefetch(&self, pd: PdId, iova: u64, len: u64, write: bool, fault: bool) -> Result {
+        let (odp, va) = self.odp_range(pd, iova, len).ok_or(EINVAL)?;
+        if len == 0 {
+            return Ok(());
+        }
+        match odp.with_pages(va, len, write, fault, |_| ()) {
+            Ok(()) | Err(odp::Fault::Missing) => Ok(()),
+            Err(odp::Fault::Error(e)) => Err(e),
+        }
     }
 
     /// Counts a window bound to the MR; false once its deregistration or a
@@ -259,6 +308,20 @@ impl MrRef {
                 let runs = pinned.get().map_or(&[][..], |p| &p.runs[..]);
                 mtt::check(&grant, region, runs, req).map(|_| ())
             }
+            Kind::Odp { rights, region, .. } => {
+                let r = PdRights::unpack(rights.load(ordering::Relaxed));
+                let grant = Grant {
+                    key: self.mr().key(),
+                    pd: r.pd,
+                    access: r.access,
+                };
+                mtt::check_grant(&grant, req)?;
+                // Whether the pages are there is the copy's business.
+                match region.locate(req.iova, req.len) {
+                    Some(_) => Ok(()),
+                    None => Err(mtt::AccessError::OutOfRange),
+                }
+            }
             Kind::Dma { pd, access } => {
                 let grant = Grant {
                     key: self.mr().key(),
@@ -281,7 +344,7 @@ impl MrRef {
     /// The caller checked the access.
     pub(crate) fn write(&self, iova: u64, src: Src<'_>, pos: usize, len: usize) -> bool {
         let mut at = pos;
-        self.frags(iova, len as u64, |f| {
+        self.frags(iova, len as u64, true, |f| {
             let ok = f.write_from(src, at);
             at += f.len();
             ok
@@ -291,7 +354,7 @@ impl MrRef {
     /// Appends `len` bytes of the MR at `iova` to `v`, which must have the
     /// room. The caller checked the access. On failure `v` may hold part.
     pub(crate) fn append_to(&self, iova: u64, len: u64, v: &mut KVVec<u8>) -> bool {
-        self.frags(iova, len, |f| f.append_to(v))
+        self.frags(iova, len, false, |f| f.append_to(v))
     }
 
     /// Applies `op` to the aligned u64 at `iova` atomically and returns the
@@ -299,7 +362,7 @@ impl MrRef {
     pub(crate) fn atomic(&self, iova: u64, op: impl FnOnce(&Atomic<u64>) -> u64) -> Option<u64> {
         let mut op = Some(op);
         let mut orig = None;
-        let ok = self.frags(iova, 8, |f| {
+        let ok = self.frags(iova, 8, true, |f| {
             let Some(op) = op.take() else {
                 return false;
             };
@@ -334,6 +397,49 @@ pub(crate) fn lookup_index(keys: &Keys, key: u32) -> Option<MrRef> {
         let key = mr.key();
         MrRef { mr, key }
     })
+}
+
+/// `advise_mr` on `(lkey, iova, length)` SGEs of `pd`'s ODP MRs: faults
+/// the pages in (writable for PREFETCH_WRITE); PREFETCH_NO_FAULT faults
+/// nothing in, and oxe has no mapping of its own to fill from the present
+/// pages (each access looks them up), so it only checks. Done before
+/// returning either way: without
+/// `sync` (IB_UVERBS_ADVISE_MR_FLAG_FLUSH) the caller asked for no answer,
+/// so a range that cannot be faulted in is not an error then, as with a
+/// prefetch left to run after the verb returned; a bad key always is.
+pub(crate) fn advise(
+    keys: &Keys,
+    pd: PdId,
+    advice: u32,
+    sync: bool,
+    sges: impl Iterator<Item = (u32, u64, u64)> + Clone,
+) -> Result {
+    let (write, fault) = match advice {
+        b::ib_uverbs_advise_mr_advice_IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH => (false, true),
+        b::ib_uverbs_advise_mr_advice_IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE => (true, true),
+        b::ib_uverbs_advise_mr_advice_IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT => {
+            (false, false)
+        }
+        _ => return Err(eopnotsupp()),
+    };
+    // Every key first: one that names no ODP MR of the PD, or a range it
+    // does not cover, fails the call before anything is done.
+    for (lkey, iova, len) in sges.clone() {
+        lookup(keys, lkey)
+            .ok_or(EINVAL)?
+            .odp_range(pd, iova, len)
+            .ok_or(EINVAL)?;
+    }
+    for (lkey, iova, len) in sges {
+        let Some(m) = lookup(keys, lkey) else {
+            continue;
+        };
+        let r = m.prefetch(pd, iova, len, write, fault);
+        if sync {
+            r?;
+        }
+    }
+    Ok(())
 }
 
 fn reg_errno(e: access::RegError) -> Error {
@@ -375,6 +481,36 @@ impl Kind {
         })
     }
 
+    /// `reg_user_mr` with `IB_ACCESS_ON_DEMAND`: as `user`, but nothing is
+    /// pinned; `umem` makes the core's ODP umem of `[start, start + length)`.
+    pub(crate) fn odp(
+        pd: PdId,
+        start: u64,
+        length: u64,
+        iova: u64,
+        access: u32,
+        udata: Option<&Udata<'_>>,
+        umem: impl FnOnce() -> Result<Odp>,
+    ) -> Result<Kind> {
+        udata::in_empty(udata)?;
+        let range =
+            access::check_user_reg(start, length, iova, access, PAGE_SHIFT).map_err(reg_errno)?;
+        let odp = umem()?;
+        let rights = PdRights { pd, access };
+        Ok(Kind::Odp {
+            rights: Atomic::new(rights.pack()),
+            region: Region {
+                iova,
+                length,
+                offset: range.offset,
+                page_shift: PAGE_SHIFT,
+            },
+            va0: range.first_page_va,
+            writable: access & access::ANY_WRITE != 0,
+            odp: OdpCell::new(odp),
+        })
+    }
+
     /// `get_dma_mr`: the DMA MR of kernel PDs, which the core asks for in
     /// `ib_alloc_pd`, for the PD's `local_dma_lkey`.
     pub(crate) fn dma(pd: PdId, access: u32) -> Result<Kind> {
@@ -389,7 +525,7 @@ impl OxeMr {
     /// Re-registration with a new translation (`IB_MR_REREG_TRANS`): the
     /// access the new MR gets, the old one's unless `flags` gives new ones.
     pub(crate) fn rereg_trans_access(&self, flags: u32, new_access: u32) -> Result<u32> {
-        let Kind::User { rights, .. } = &self.kind else {
+        let (Kind::User { rights, .. } | Kind::Odp { rights, .. }) = &self.kind else {
             return Err(EINVAL);
         };
 
@@ -413,13 +549,17 @@ impl OxeMr {
         udata: Option<&Udata<'_>>,
     ) -> Result {
         udata::in_empty(udata)?;
-        let Kind::User { rights, pinned, .. } = &self.kind else {
-            return Err(EINVAL);
+        let (rights, writable) = match &self.kind {
+            Kind::User { rights, pinned, .. } => (rights, pinned.get().is_some_and(|p| p.dirty)),
+            Kind::Odp {
+                rights, writable, ..
+            } => (rights, *writable),
+            _ => return Err(EINVAL),
         };
         // A window bound now was checked against the PD and rights this
         // would change: refuse while one is, and hold binds off meanwhile.
         self.freeze_windows()?;
-        let res = self.rereg_locked(rights, pinned, flags, new_access, new_pd);
+        let res = self.rereg_locked(rights, writable, flags, new_access, new_pd);
         self.thaw_windows();
         res
     }
@@ -427,7 +567,7 @@ impl OxeMr {
     fn rereg_locked(
         &self,
         rights: &Atomic<u64>,
-        pinned: &PinnedCell,
+        writable: bool,
         flags: u32,
         new_access: u32,
         new_pd: Option<PdId>,
@@ -435,7 +575,12 @@ impl OxeMr {
         let set_access = flags & b::ib_mr_rereg_flags_IB_MR_REREG_ACCESS != 0;
         if set_access {
             access::check_access(new_access).map_err(reg_errno)?;
-            let writable = pinned.get().is_some_and(|p| p.dirty);
+            // ON_DEMAND is the registration's kind, not a right to change.
+            let was_odp =
+                PdRights::unpack(rights.load(ordering::Relaxed)).access & access::ON_DEMAND;
+            if new_access & access::ON_DEMAND != was_odp {
+                return Err(EINVAL);
+            }
             if new_access & access::ANY_WRITE != 0 && !writable {
                 return Err(eopnotsupp());
             }

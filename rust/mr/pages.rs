@@ -193,8 +193,9 @@ pub(super) fn virt_to_pfn(va: u64) -> Option<u64> {
 ///
 /// # Safety
 ///
-/// `pfn` is a page pinned by a live MR (the caller holds a reference on it)
-/// or one of the kernel's linear map.
+/// `pfn` is a page pinned by a live MR (the caller holds a reference on it),
+/// a page of a live ODP MR whose range the caller holds locked present
+/// (`Odp::with_pages`), or one of the kernel's linear map.
 unsafe fn with_page<R>(pfn: u64, f: impl FnOnce(*mut u8) -> R) -> R {
     // SAFETY: a live page, mapped until the matching kunmap_local, in this
     // scope.
@@ -423,12 +424,60 @@ impl MrRef {
     /// Visits the page fragments of `[iova, iova + len)`, which the caller
     /// checked. A fast-registration MR may have been invalidated since: then
     /// nothing is visited. The fragments are pages the MR maps, kept so by
-    /// the reference `self` holds.
-    pub(super) fn frags(&self, iova: u64, len: u64, mut f: impl FnMut(Frag) -> bool) -> bool {
+    /// the reference `self` holds (an ODP MR's: by its lock, held until
+    /// this returns; `write` says whether they must be writable).
+    pub(super) fn frags(
+        &self,
+        iova: u64,
+        len: u64,
+        write: bool,
+        mut f: impl FnMut(Frag) -> bool,
+    ) -> bool {
         match &self.mr().kind {
             Kind::User { region, pinned, .. } => {
                 let runs = pinned.get().map_or(&[][..], |p| &p.runs[..]);
                 walk(region.cursor(runs, iova, len), len, f)
+            }
+            Kind::Odp {
+                region, va0, odp, ..
+            } => {
+                let Some(va) = region
+                    .locate(iova, len)
+                    .and_then(|pos| va0.checked_add(pos))
+                else {
+                    return false;
+                };
+                if len == 0 {
+                    return true;
+                }
+                let Some(odp) = odp.get() else {
+                    return false;
+                };
+                // Faulted in here, in the QP's task; the invalidation waits
+                // until the copy is done. An address the process no longer
+                // maps (or maps read-only, for a write) fails the access.
+                let copied = odp.with_pages(va, len, write, true, |present| {
+                    let mut done = 0u64;
+                    while done < len {
+                        let a = va + done;
+                        let Some(pfn) = present.pfn(a) else {
+                            return false;
+                        };
+                        let offset = a & (PAGE_SIZE - 1);
+                        let n = (PAGE_SIZE - offset).min(len - done);
+                        let frag = Fragment {
+                            pfn,
+                            offset: offset as u32,
+                            len: n as u32,
+                        };
+                        if !f(Frag(frag)) {
+                            return false;
+                        }
+                        done += n;
+                    }
+                    true
+                });
+                copied.unwrap_or(false)
             }
             Kind::Dma { .. } => {
                 let mut done = 0u64;
@@ -476,7 +525,7 @@ impl MrRef {
         if !matches!(self.mr().kind, Kind::User { .. }) {
             return false;
         }
-        self.frags(iova, len, |f| {
+        self.frags(iova, len, false, |f| {
             out.push_within_capacity(f.page_ref()).is_ok()
         })
     }
@@ -491,9 +540,12 @@ impl OxeMr {
     /// No reference is left (see [`OxeMr::wait_released`]): nothing reads the
     /// pages any more.
     pub(crate) unsafe fn release_pages(&self) {
-        if let Kind::User { pinned, .. } = &self.kind {
+        match &self.kind {
             // SAFETY: per the function's contract.
-            unsafe { pinned.release() };
+            Kind::User { pinned, .. } => unsafe { pinned.release() },
+            // SAFETY: per the function's contract.
+            Kind::Odp { odp, .. } => unsafe { odp.release() },
+            _ => {}
         }
     }
 }

@@ -1,0 +1,150 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * On-demand paging through the core's ib_umem_odp: the mmu_interval_notifier
+ * callback and the page-list walk, which need struct ib_umem_odp's fields,
+ * HMM's flag bits and the notifier's sequence helpers (static inlines Rust
+ * cannot call). The rest of ODP is in rust/mr/odp.rs.
+ */
+
+#include <linux/hmm.h>
+#include <linux/mmu_notifier.h>
+#include <rdma/ib_umem_odp.h>
+#include "oxe_helpers.h"
+
+bool oxe_odp_enabled(void)
+{
+	return IS_ENABLED(CONFIG_INFINIBAND_ON_DEMAND_PAGING);
+}
+
+#ifdef CONFIG_INFINIBAND_ON_DEMAND_PAGING
+
+/*
+ * The mm takes pages away (munmap, migration, reclaim, a THP split, fork's
+ * write protection): forget them, under the lock every access of the data
+ * path holds, so that no copy is in progress and the next one faults again.
+ */
+static bool oxe_odp_invalidate(struct mmu_interval_notifier *mni,
+			       const struct mmu_notifier_range *range,
+			       unsigned long cur_seq)
+{
+	struct ib_umem_odp *odp = container_of(mni, struct ib_umem_odp, notifier);
+	unsigned long start, end;
+
+	if (!mmu_notifier_range_blockable(range))
+		return false;
+
+	mutex_lock(&odp->umem_mutex);
+	mmu_interval_set_seq(mni, cur_seq);
+	start = max_t(u64, ib_umem_start(odp), range->start);
+	end = min_t(u64, ib_umem_end(odp), range->end);
+	if (start < end)
+		ib_umem_odp_unmap_dma_pages(odp, start, end);
+	mutex_unlock(&odp->umem_mutex);
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops oxe_odp_ops = {
+	.invalidate = oxe_odp_invalidate,
+};
+
+struct ib_umem_odp *oxe_odp_get(struct ib_device *dev, u64 start, u64 length,
+				int access)
+{
+	/* Pages of PAGE_SIZE: HUGETLB is a hint oxe's walk does not need. */
+	return ib_umem_odp_get(dev, start, length, access & ~IB_ACCESS_HUGETLB,
+			       &oxe_odp_ops);
+}
+
+void oxe_odp_release(struct ib_umem_odp *odp)
+{
+	ib_umem_odp_release(odp);
+}
+
+static bool oxe_odp_in(struct ib_umem_odp *odp, u64 va, u64 len)
+{
+	return va >= ib_umem_start(odp) && len <= ib_umem_end(odp) - va;
+}
+
+/* Under the lock: every page of [va, va + len) mapped (writable if @write). */
+static bool oxe_odp_present(struct ib_umem_odp *odp, u64 va, u64 len, bool write)
+{
+	unsigned long need = HMM_PFN_VALID | (write ? HMM_PFN_WRITE : 0);
+	u64 first = (va - ib_umem_start(odp)) >> PAGE_SHIFT;
+	u64 last = (va + len - 1 - ib_umem_start(odp)) >> PAGE_SHIFT;
+	u64 i;
+
+	for (i = first; i <= last; i++)
+		if ((odp->map.pfn_list[i] & need) != need)
+			return false;
+	return true;
+}
+
+int oxe_odp_lock(struct ib_umem_odp *odp, u64 va, u64 len, bool write, bool fault)
+{
+	int ret;
+
+	if (!len)
+		len = 1;
+	if (!oxe_odp_in(odp, va, len))
+		return -EFAULT;
+	if (write && !odp->umem.writable)
+		return -EACCES;
+	mutex_lock(&odp->umem_mutex);
+	if (oxe_odp_present(odp, va, len, write))
+		return 0;
+	mutex_unlock(&odp->umem_mutex);
+	if (!fault)
+		return -EAGAIN;
+	/*
+	 * Faults the range in (hmm_range_fault), retrying while the notifier
+	 * invalidates it meanwhile, and returns with the lock held and the
+	 * pages present. An address no longer mapped, or mapped read-only for
+	 * a write, is an error (-EFAULT, -EPERM).
+	 */
+	ret = ib_umem_odp_map_dma_and_lock(odp, va, len,
+					   write ? HMM_PFN_WRITE : 0, true);
+	if (ret < 0)
+		return ret;
+	if (!oxe_odp_present(odp, va, len, write)) {
+		mutex_unlock(&odp->umem_mutex);
+		return -EFAULT;
+	}
+	return 0;
+}
+
+void oxe_odp_unlock(struct ib_umem_odp *odp)
+{
+	mutex_unlock(&odp->umem_mutex);
+}
+
+unsigned long oxe_odp_pfn(struct ib_umem_odp *odp, u64 va)
+{
+	u64 i = (va - ib_umem_start(odp)) >> PAGE_SHIFT;
+
+	lockdep_assert_held(&odp->umem_mutex);
+	return odp->map.pfn_list[i] & ~HMM_PFN_FLAGS;
+}
+
+#else /* !CONFIG_INFINIBAND_ON_DEMAND_PAGING: reg_mr refuses ON_DEMAND first */
+
+struct ib_umem_odp *oxe_odp_get(struct ib_device *dev, u64 start, u64 length,
+				int access)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+void oxe_odp_release(struct ib_umem_odp *odp) {}
+
+int oxe_odp_lock(struct ib_umem_odp *odp, u64 va, u64 len, bool write, bool fault)
+{
+	return -EOPNOTSUPP;
+}
+
+void oxe_odp_unlock(struct ib_umem_odp *odp) {}
+
+unsigned long oxe_odp_pfn(struct ib_umem_odp *odp, u64 va)
+{
+	return 0;
+}
+
+#endif

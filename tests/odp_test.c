@@ -1,0 +1,367 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * On-demand paging on one oxe device, through the stock libibverbs and
+ * librxe: MRs registered with IBV_ACCESS_ON_DEMAND pin nothing, the data
+ * path faults their pages in, and the MR follows the process's mapping:
+ * every byte of WRITE, READ, SEND and the atomics checked (rdma_rxe's ODP
+ * completed a 256 KiB WRITE with only its first packet placed), pages never
+ * touched before, munmap and mprotect after registration (remote access
+ * errors, not stale pages), a new mapping at the same address, fork's
+ * copy-on-write, and the data path's errors. kselftest harness: KTAP
+ * output, one forked child per case.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <infiniband/verbs.h>
+#include <rdma/ib_user_ioctl_cmds.h>
+#include <rdma/ib_user_ioctl_verbs.h>
+#include <rdma/rdma_user_ioctl_cmds.h>
+
+#include "kselftest_harness.h"
+#include "oxe_test.h"
+
+#define BUF (256 << 10)
+#define ODP (IBV_ACCESS_ON_DEMAND | IBV_ACCESS_LOCAL_WRITE)
+#define REM (IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC)
+
+/* qp[0] of the loop is the requester, qp[1] the responder. */
+FIXTURE(odp) {
+	struct ibv_context *ctx;
+	struct ibv_pd *pd;
+	struct loop l;
+	char *src, *dst;
+	struct ibv_mr *src_mr, *dst_mr;
+	long pin0;
+};
+
+static char *anon(size_t len)
+{
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	return p == MAP_FAILED ? NULL : p;
+}
+
+static void pattern(char *p, size_t len, unsigned int seed)
+{
+	for (size_t i = 0; i < len; i++)
+		p[i] = (char)(i * 7 + seed + (i >> 12));
+}
+
+FIXTURE_SETUP(odp)
+{
+	struct ibv_device_attr_ex attr = {};
+
+	self->ctx = open_dev();
+	ASSERT_NE(NULL, self->ctx);
+	ASSERT_EQ(0, ibv_query_device_ex(self->ctx, NULL, &attr));
+	ASSERT_TRUE(attr.odp_caps.general_caps & IBV_ODP_SUPPORT);
+	ASSERT_TRUE(attr.odp_caps.per_transport_caps.rc_odp_caps & IBV_ODP_SUPPORT_WRITE);
+	self->pd = ibv_alloc_pd(self->ctx);
+	ASSERT_NE(NULL, self->pd);
+	ASSERT_EQ(0, loop_open(self->ctx, self->pd, &self->l));
+	self->pin0 = vmpin_kb();
+	/* Never touched: no page behind either until the data path needs one. */
+	self->src = anon(BUF);
+	self->dst = anon(BUF);
+	ASSERT_NE(NULL, self->src);
+	ASSERT_NE(NULL, self->dst);
+	self->src_mr = ibv_reg_mr(self->pd, self->src, BUF, ODP);
+	self->dst_mr = ibv_reg_mr(self->pd, self->dst, BUF, ODP | REM);
+	ASSERT_NE(NULL, self->src_mr);
+	ASSERT_NE(NULL, self->dst_mr);
+}
+
+FIXTURE_TEARDOWN(odp)
+{
+	/* Process exit releases everything; leaks are checked by the suite. */
+}
+
+#define OP(op, laddr, len, lkey, raddr, rkey) \
+	loop_op(&self->l, op, laddr, len, lkey, (uintptr_t)(raddr), rkey)
+
+TEST_F(odp, write_read_send_of_every_byte_and_nothing_pinned)
+{
+	char *back = anon(BUF);
+	struct ibv_mr *back_mr = ibv_reg_mr(self->pd, back, BUF, ODP);
+	struct ibv_sge sge = { .addr = (uintptr_t)back, .length = BUF, .lkey = back_mr->lkey };
+	struct ibv_recv_wr rwr = { .wr_id = 9, .sg_list = &sge, .num_sge = 1 }, *bad;
+	struct ibv_wc wc;
+
+	ASSERT_NE(NULL, back_mr);
+	pattern(self->src, BUF, 1);
+	/* 256 KiB: 256 packets, each one's bytes where they belong. */
+	ASSERT_EQ(IBV_WC_SUCCESS, OP(IBV_WR_RDMA_WRITE, self->src, BUF, self->src_mr->lkey,
+				     self->dst, self->dst_mr->rkey));
+	ASSERT_EQ(0, memcmp(self->src, self->dst, BUF));
+	ASSERT_EQ(IBV_WC_SUCCESS, OP(IBV_WR_RDMA_READ, back, BUF, back_mr->lkey,
+				     self->dst, self->dst_mr->rkey));
+	ASSERT_EQ(0, memcmp(self->src, back, BUF));
+	/* A SEND into an ODP receive buffer whose pages went away meanwhile. */
+	ASSERT_EQ(0, madvise(back, BUF, MADV_DONTNEED));
+	ASSERT_EQ(0, ibv_post_recv(self->l.qp[1], &rwr, &bad));
+	pattern(self->src, BUF, 2);
+	ASSERT_EQ(IBV_WC_SUCCESS, OP(IBV_WR_SEND, self->src, BUF, self->src_mr->lkey, 0, 0));
+	ASSERT_EQ(1, wait_wc(self->l.cq[1], &wc));
+	ASSERT_EQ(IBV_WC_SUCCESS, wc.status);
+	ASSERT_EQ(BUF, wc.byte_len);
+	ASSERT_EQ(0, memcmp(self->src, back, BUF));
+	ASSERT_EQ(self->pin0, vmpin_kb());
+}
+
+TEST_F(odp, atomics_on_a_page_never_touched)
+{
+	uint64_t *old = (uint64_t *)self->src;
+	uint64_t *word = (uint64_t *)(self->dst + BUF - 8);
+	struct ibv_sge sge = { .addr = (uintptr_t)old, .length = 8, .lkey = self->src_mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_ATOMIC_CMP_AND_SWP,
+		.send_flags = IBV_SEND_SIGNALED,
+	}, *bad;
+	struct ibv_wc wc;
+
+	ASSERT_EQ(IBV_WC_SUCCESS, OP(IBV_WR_ATOMIC_FETCH_AND_ADD, old, 8, self->src_mr->lkey,
+				     word, self->dst_mr->rkey));
+	ASSERT_EQ(0, *old);
+	ASSERT_EQ(0, *word);	/* the add was 0 (librxe's compare_add) */
+	wr.wr.atomic.remote_addr = (uintptr_t)word;
+	wr.wr.atomic.rkey = self->dst_mr->rkey;
+	wr.wr.atomic.compare_add = 0;
+	wr.wr.atomic.swap = 0x1122334455667788ULL;
+	ASSERT_EQ(0, ibv_post_send(self->l.qp[0], &wr, &bad));
+	ASSERT_EQ(1, wait_wc(self->l.cq[0], &wc));
+	ASSERT_EQ(IBV_WC_SUCCESS, wc.status);
+	ASSERT_EQ(0, *old);
+	ASSERT_EQ(0x1122334455667788ULL, *word);
+}
+
+TEST_F(odp, after_munmap_a_remote_write_is_a_remote_access_error)
+{
+	pattern(self->src, BUF, 3);
+	ASSERT_EQ(IBV_WC_SUCCESS, OP(IBV_WR_RDMA_WRITE, self->src, 4096, self->src_mr->lkey,
+				     self->dst, self->dst_mr->rkey));
+	ASSERT_EQ(0, munmap(self->dst, BUF));
+	ASSERT_EQ(IBV_WC_REM_ACCESS_ERR, OP(IBV_WR_RDMA_WRITE, self->src, 4096,
+					    self->src_mr->lkey, self->dst, self->dst_mr->rkey));
+}
+
+TEST_F(odp, a_local_sge_no_longer_mapped_is_a_local_protection_error)
+{
+	ASSERT_EQ(0, munmap(self->src, BUF));
+	ASSERT_EQ(IBV_WC_LOC_PROT_ERR, OP(IBV_WR_RDMA_WRITE, self->src, 4096, self->src_mr->lkey,
+					  self->dst, self->dst_mr->rkey));
+}
+
+TEST_F(odp, after_mprotect_read_only_a_write_fails_and_a_read_works)
+{
+	char *back = anon(4096);
+	struct ibv_mr *back_mr = ibv_reg_mr(self->pd, back, 4096, ODP);
+
+	ASSERT_NE(NULL, back_mr);
+	pattern(self->dst, BUF, 4);
+	ASSERT_EQ(0, mprotect(self->dst, BUF, PROT_READ));
+	ASSERT_EQ(IBV_WC_SUCCESS, OP(IBV_WR_RDMA_READ, back, 4096, back_mr->lkey,
+				     self->dst + 8192, self->dst_mr->rkey));
+	ASSERT_EQ(0, memcmp(back, self->dst + 8192, 4096));
+	pattern(self->src, 4096, 5);
+	ASSERT_EQ(IBV_WC_REM_ACCESS_ERR, OP(IBV_WR_RDMA_WRITE, self->src, 4096,
+					    self->src_mr->lkey, self->dst, self->dst_mr->rkey));
+	pattern(back, 4096, 4);
+	ASSERT_EQ(0, memcmp(back, self->dst, 4096));	/* untouched */
+}
+
+TEST_F(odp, a_new_mapping_at_the_same_address_is_what_the_mr_reaches)
+{
+	char *back = anon(4096);
+	struct ibv_mr *back_mr = ibv_reg_mr(self->pd, back, 4096, ODP);
+
+	ASSERT_NE(NULL, back_mr);
+	pattern(self->dst, BUF, 6);
+	ASSERT_EQ(IBV_WC_SUCCESS, OP(IBV_WR_RDMA_READ, back, 4096, back_mr->lkey,
+				     self->dst, self->dst_mr->rkey));
+	ASSERT_EQ(0, memcmp(back, self->dst, 4096));
+	/* What realloc does when it moves a buffer: new pages at the address. */
+	ASSERT_EQ(self->dst, mmap(self->dst, BUF, PROT_READ | PROT_WRITE,
+				  MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0));
+	pattern(self->dst, BUF, 7);
+	ASSERT_EQ(IBV_WC_SUCCESS, OP(IBV_WR_RDMA_READ, back, 4096, back_mr->lkey,
+				     self->dst, self->dst_mr->rkey));
+	ASSERT_EQ(0, memcmp(back, self->dst, 4096));
+	pattern(self->src, 4096, 8);
+	ASSERT_EQ(IBV_WC_SUCCESS, OP(IBV_WR_RDMA_WRITE, self->src, 4096, self->src_mr->lkey,
+				     self->dst + 4096, self->dst_mr->rkey));
+	ASSERT_EQ(0, memcmp(self->src, self->dst + 4096, 4096));
+}
+
+TEST_F(odp, after_fork_writes_reach_the_parent_and_not_the_child)
+{
+	int pipefd[2];
+	pid_t pid;
+	char c;
+	int st;
+
+	pattern(self->dst, BUF, 9);
+	ASSERT_EQ(0, pipe(pipefd));
+	pid = fork();
+	ASSERT_LE(0, pid);
+	if (pid == 0) {
+		char *want = anon(BUF);
+
+		pattern(want, BUF, 9);
+		/* Wait for the parent's WRITE, then check our copy kept its bytes. */
+		if (read(pipefd[0], &c, 1) != 1)
+			_exit(2);
+		_exit(memcmp(want, self->dst, BUF) ? 1 : 0);
+	}
+	/* The parent writes its copy first (copy-on-write gives it new pages). */
+	self->dst[0] ^= 1;
+	pattern(self->src, BUF, 10);
+	ASSERT_EQ(IBV_WC_SUCCESS, OP(IBV_WR_RDMA_WRITE, self->src, BUF, self->src_mr->lkey,
+				     self->dst, self->dst_mr->rkey));
+	ASSERT_EQ(0, memcmp(self->src, self->dst, BUF));
+	ASSERT_EQ(1, write(pipefd[1], "x", 1));
+	ASSERT_EQ(pid, waitpid(pid, &st, 0));
+	ASSERT_TRUE(WIFEXITED(st));
+	ASSERT_EQ(0, WEXITSTATUS(st));
+}
+
+TEST_F(odp, out_of_range_and_odp_rights_are_checked_as_for_pinned_mrs)
+{
+	struct ibv_mr *ro = ibv_reg_mr(self->pd, self->dst, 4096,
+				       IBV_ACCESS_ON_DEMAND | IBV_ACCESS_REMOTE_READ);
+
+	ASSERT_NE(NULL, ro);
+	ASSERT_EQ(IBV_WC_REM_ACCESS_ERR, OP(IBV_WR_RDMA_WRITE, self->src, 4096,
+					    self->src_mr->lkey, self->dst, ro->rkey));
+	loop_close(&self->l);
+	ASSERT_EQ(0, loop_open(self->ctx, self->pd, &self->l));
+	ASSERT_EQ(IBV_WC_REM_ACCESS_ERR, OP(IBV_WR_RDMA_WRITE, self->src, 4096,
+					    self->src_mr->lkey, self->dst + BUF - 100,
+					    self->dst_mr->rkey));
+}
+
+/*
+ * ibv_advise_mr's ADVISE_MR method, sent as the ioctl libibverbs would send:
+ * librxe has no advise_mr, so ibv_advise_mr stops in user space. 0 or
+ * -errno.
+ */
+static int advise(struct ibv_pd *pd, int advice, int flags, void *addr, uint32_t len,
+		  uint32_t lkey)
+{
+	struct ib_uverbs_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
+	struct {
+		struct ib_uverbs_ioctl_hdr hdr;
+		struct ib_uverbs_attr attrs[4];
+	} cmd = {
+		.hdr = {
+			.length = sizeof(cmd),
+			.object_id = UVERBS_OBJECT_MR,
+			.method_id = UVERBS_METHOD_ADVISE_MR,
+			.num_attrs = 4,
+			.driver_id = RDMA_DRIVER_RXE,
+		},
+		.attrs = {
+			{ .attr_id = UVERBS_ATTR_ADVISE_MR_PD_HANDLE, .data = pd->handle },
+			{ .attr_id = UVERBS_ATTR_ADVISE_MR_ADVICE, .len = 8, .data = advice },
+			{ .attr_id = UVERBS_ATTR_ADVISE_MR_FLAGS, .len = 4, .data = flags },
+			{ .attr_id = UVERBS_ATTR_ADVISE_MR_SGE_LIST, .len = sizeof(sge),
+			  .data = (uintptr_t)&sge },
+		},
+	};
+
+	return ioctl(pd->context->cmd_fd, RDMA_VERBS_IOCTL, &cmd) ? -errno : 0;
+}
+
+/* Pages of [p, p + len) resident in the process. */
+static size_t resident(void *p, size_t len)
+{
+	unsigned char v[BUF / 4096];
+	size_t n = 0;
+
+	if (len > BUF || mincore(p, len, v))
+		return (size_t)-1;
+	for (size_t i = 0; i < (len + 4095) / 4096; i++)
+		n += v[i] & 1;
+	return n;
+}
+
+TEST_F(odp, advise_mr_prefetches_pages_in)
+{
+	const int flush = IB_UVERBS_ADVISE_MR_FLAG_FLUSH;
+
+	ASSERT_EQ(0, resident(self->dst, BUF));
+	/* NO_FAULT takes only what is there: nothing. */
+	ASSERT_EQ(0, advise(self->pd, IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_NO_FAULT, flush,
+			    self->dst, BUF, self->dst_mr->lkey));
+	ASSERT_EQ(0, resident(self->dst, BUF));
+	ASSERT_EQ(0, advise(self->pd, IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE, flush,
+			    self->dst, BUF / 2, self->dst_mr->lkey));
+	ASSERT_EQ(BUF / 2 / 4096, resident(self->dst, BUF));
+	/* Without FLUSH the answer does not wait for the pages (oxe's does). */
+	ASSERT_EQ(0, advise(self->pd, IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH, 0,
+			    self->dst + BUF / 2, BUF / 2, self->dst_mr->lkey));
+	ASSERT_EQ(self->pin0, vmpin_kb());
+	/* Prefetched pages are the process's: a WRITE lands in them. */
+	pattern(self->src, BUF, 11);
+	ASSERT_EQ(IBV_WC_SUCCESS, OP(IBV_WR_RDMA_WRITE, self->src, BUF, self->src_mr->lkey,
+				     self->dst, self->dst_mr->rkey));
+	ASSERT_EQ(0, memcmp(self->src, self->dst, BUF));
+}
+
+TEST_F(odp, advise_mr_errors)
+{
+	const int flush = IB_UVERBS_ADVISE_MR_FLAG_FLUSH;
+	char *pinned = anon(4096);
+	struct ibv_mr *pmr = ibv_reg_mr(self->pd, pinned, 4096, IBV_ACCESS_LOCAL_WRITE);
+	struct ibv_pd *pd2 = ibv_alloc_pd(self->ctx);
+
+	ASSERT_NE(NULL, pmr);
+	ASSERT_NE(NULL, pd2);
+	/* Not an ODP MR, no MR at all, another PD's, past the MR's end. */
+	ASSERT_EQ(-EINVAL, advise(self->pd, IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH, flush,
+				  pinned, 4096, pmr->lkey));
+	ASSERT_EQ(-EINVAL, advise(self->pd, IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH, flush,
+				  self->dst, 4096, self->dst_mr->lkey ^ 0x80));
+	ASSERT_EQ(-EINVAL, advise(pd2, IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH, flush,
+				  self->dst, 4096, self->dst_mr->lkey));
+	ASSERT_EQ(-EINVAL, advise(self->pd, IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH, flush,
+				  self->dst + BUF - 4096, 8192, self->dst_mr->lkey));
+	/* Memory gone: an error when asked to wait, silence otherwise. */
+	ASSERT_EQ(0, munmap(self->dst, BUF));
+	ASSERT_EQ(-EFAULT, advise(self->pd, IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH, flush,
+				  self->dst, 4096, self->dst_mr->lkey));
+	ASSERT_EQ(0, advise(self->pd, IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH, 0,
+			    self->dst, 4096, self->dst_mr->lkey));
+}
+
+TEST(large_odp_registration_pins_nothing_and_costs_no_memlock)
+{
+	struct ibv_context *ctx = open_dev();
+	size_t len = 1UL << 30;
+	struct ibv_pd *pd;
+	struct ibv_mr *mr;
+	long pin0;
+	char *p;
+
+	ASSERT_NE(NULL, ctx);
+	pd = ibv_alloc_pd(ctx);
+	ASSERT_NE(NULL, pd);
+	pin0 = vmpin_kb();
+	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		 -1, 0);
+	ASSERT_NE(MAP_FAILED, p);
+	mr = ibv_reg_mr(pd, p, len, ODP | REM);
+	ASSERT_NE(NULL, mr);
+	ASSERT_EQ(pin0, vmpin_kb());
+	ASSERT_EQ(0, ibv_dereg_mr(mr));
+	ASSERT_EQ(0, munmap(p, len));
+}
+
+TEST_HARNESS_MAIN
