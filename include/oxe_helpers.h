@@ -71,6 +71,11 @@ bool oxe_odp_enabled(void);
 struct ib_umem_odp *oxe_odp_get(struct ib_device *dev, u64 start, u64 length,
 				int access);
 void oxe_odp_release(struct ib_umem_odp *odp);
+/* Implicit ODP: the root (ERR_PTR on failure), its children, the top of user space. */
+struct ib_umem_odp *oxe_odp_implicit(struct ib_device *dev, int access);
+void oxe_odp_release_implicit(struct ib_umem_odp *root);
+struct ib_umem_odp *oxe_odp_child(struct ib_umem_odp *root, u64 addr, u64 size);
+u64 oxe_task_size_max(void);
 int oxe_odp_lock(struct ib_umem_odp *odp, u64 va, u64 len, bool write, bool fault);
 void oxe_odp_unlock(struct ib_umem_odp *odp);
 unsigned long oxe_odp_pfn(struct ib_umem_odp *odp, u64 va);

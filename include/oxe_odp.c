@@ -8,6 +8,7 @@
 
 #include <linux/hmm.h>
 #include <linux/mmu_notifier.h>
+#include <linux/sched/mm.h>
 #include <rdma/ib_umem_odp.h>
 #include "oxe_helpers.h"
 
@@ -58,6 +59,41 @@ struct ib_umem_odp *oxe_odp_get(struct ib_device *dev, u64 start, u64 length,
 void oxe_odp_release(struct ib_umem_odp *odp)
 {
 	ib_umem_odp_release(odp);
+}
+
+/*
+ * Implicit ODP: a root with no range, whose children the data path makes
+ * for the chunks it touches (in a QP's task, where current->mm is not the
+ * process's: the children take the root's mm). The root holds the mm_struct
+ * (mmgrab, not the address space) so that a child made after the process
+ * exited finds it and fails cleanly.
+ */
+struct ib_umem_odp *oxe_odp_implicit(struct ib_device *dev, int access)
+{
+	struct ib_umem_odp *root;
+
+	root = ib_umem_odp_alloc_implicit(dev, access & ~IB_ACCESS_HUGETLB);
+	if (!IS_ERR(root))
+		mmgrab(root->umem.owning_mm);
+	return root;
+}
+
+void oxe_odp_release_implicit(struct ib_umem_odp *root)
+{
+	struct mm_struct *mm = root->umem.owning_mm;
+
+	ib_umem_odp_release(root);
+	mmdrop(mm);
+}
+
+struct ib_umem_odp *oxe_odp_child(struct ib_umem_odp *root, u64 addr, u64 size)
+{
+	return ib_umem_odp_alloc_child(root, addr, size, &oxe_odp_ops);
+}
+
+u64 oxe_task_size_max(void)
+{
+	return TASK_SIZE_MAX;
 }
 
 static bool oxe_odp_in(struct ib_umem_odp *odp, u64 va, u64 len)
@@ -134,6 +170,23 @@ struct ib_umem_odp *oxe_odp_get(struct ib_device *dev, u64 start, u64 length,
 }
 
 void oxe_odp_release(struct ib_umem_odp *odp) {}
+
+struct ib_umem_odp *oxe_odp_implicit(struct ib_device *dev, int access)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+void oxe_odp_release_implicit(struct ib_umem_odp *root) {}
+
+struct ib_umem_odp *oxe_odp_child(struct ib_umem_odp *root, u64 addr, u64 size)
+{
+	return ERR_PTR(-EOPNOTSUPP);
+}
+
+u64 oxe_task_size_max(void)
+{
+	return 0;
+}
 
 int oxe_odp_lock(struct ib_umem_odp *odp, u64 va, u64 len, bool write, bool fault)
 {

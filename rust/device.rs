@@ -208,7 +208,10 @@ fn odp_caps() -> b::ib_odp_caps {
         | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_RECV
         | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SRQ_RECV;
     let mut caps: b::ib_odp_caps = pin_init::zeroed();
-    caps.general_caps = u64::from(b::ib_odp_general_cap_bits_IB_ODP_SUPPORT);
+    caps.general_caps = u64::from(
+        b::ib_odp_general_cap_bits_IB_ODP_SUPPORT
+            | b::ib_odp_general_cap_bits_IB_ODP_SUPPORT_IMPLICIT,
+    );
     caps.per_transport_caps.rc_odp_caps = rc;
     caps.per_transport_caps.uc_odp_caps = uc;
     caps.per_transport_caps.ud_odp_caps = ud;

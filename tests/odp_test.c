@@ -341,6 +341,89 @@ TEST_F(odp, advise_mr_errors)
 			    self->dst, 4096, self->dst_mr->lkey));
 }
 
+/* An implicit ODP MR of the fixture's PD: the whole address space. */
+static struct ibv_mr *implicit(struct ibv_pd *pd)
+{
+	return ibv_reg_mr(pd, NULL, SIZE_MAX, ODP | REM);
+}
+
+TEST_F(odp, implicit_mr_reaches_every_buffer_by_its_address)
+{
+	struct ibv_device_attr_ex attr = {};
+	struct ibv_mr *all;
+	size_t len = 4UL << 20;
+	/* Two buffers far apart; the second crosses 2 MiB chunk boundaries. */
+	char *far = anon(len);
+	uint64_t *word = (uint64_t *)self->src;
+
+	ASSERT_EQ(0, ibv_query_device_ex(self->ctx, NULL, &attr));
+	ASSERT_TRUE(attr.odp_caps.general_caps & IBV_ODP_SUPPORT_IMPLICIT);
+	ASSERT_NE(NULL, far);
+	all = implicit(self->pd);
+	ASSERT_NE(NULL, all);
+	pattern(self->src, BUF, 12);
+	ASSERT_EQ(IBV_WC_SUCCESS, OP(IBV_WR_RDMA_WRITE, self->src, BUF, self->src_mr->lkey,
+				     far + len / 2 - BUF / 2, all->rkey));
+	ASSERT_EQ(0, memcmp(self->src, far + len / 2 - BUF / 2, BUF));
+	/* The implicit MR as the local side too: READ into a pinned-free buffer. */
+	ASSERT_EQ(IBV_WC_SUCCESS, OP(IBV_WR_RDMA_READ, self->dst, BUF, all->lkey,
+				     far + len / 2 - BUF / 2, all->rkey));
+	ASSERT_EQ(0, memcmp(self->src, self->dst, BUF));
+	*(uint64_t *)(far + len - 8) = 40;
+	ASSERT_EQ(IBV_WC_SUCCESS, OP(IBV_WR_ATOMIC_FETCH_AND_ADD, word, 8, all->lkey,
+				     far + len - 8, all->rkey));
+	ASSERT_EQ(40, *word);
+	ASSERT_EQ(self->pin0, vmpin_kb());
+	/* Memory gone: the implicit MR reaches nothing there. */
+	ASSERT_EQ(0, munmap(far, len));
+	ASSERT_EQ(IBV_WC_REM_ACCESS_ERR, OP(IBV_WR_RDMA_WRITE, self->src, 4096, self->src_mr->lkey,
+					    far, all->rkey));
+}
+
+TEST_F(odp, implicit_mr_over_more_chunks_than_it_keeps)
+{
+	/* 600 chunks of 2 MiB touched, more than the 512 an implicit MR keeps:
+	 * the oldest go, and come back when touched again. */
+	size_t chunk = 2UL << 20, n = 600, len = n * chunk;
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	struct ibv_mr *all = implicit(self->pd);
+
+	ASSERT_NE(MAP_FAILED, p);
+	ASSERT_NE(NULL, all);
+	for (size_t i = 0; i < n; i++) {
+		*(uint64_t *)self->src = i + 1;
+		ASSERT_EQ(IBV_WC_SUCCESS, OP(IBV_WR_RDMA_WRITE, self->src, 8, self->src_mr->lkey,
+					     p + i * chunk + 64, all->rkey));
+	}
+	for (size_t i = 0; i < n; i++)
+		ASSERT_EQ(i + 1, *(uint64_t *)(p + i * chunk + 64));
+	ASSERT_EQ(IBV_WC_SUCCESS, OP(IBV_WR_RDMA_READ, self->dst, 8, self->dst_mr->lkey,
+				     p + 64, all->rkey));
+	ASSERT_EQ(1, *(uint64_t *)self->dst);
+	ASSERT_EQ(self->pin0, vmpin_kb());
+}
+
+TEST_F(odp, implicit_mr_advise_and_errors)
+{
+	struct ibv_mr *all = implicit(self->pd);
+	char *q = anon(BUF);
+
+	ASSERT_NE(NULL, all);
+	ASSERT_NE(NULL, q);
+	ASSERT_EQ(0, resident(q, BUF));
+	ASSERT_EQ(0, advise(self->pd, IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE,
+			    IB_UVERBS_ADVISE_MR_FLAG_FLUSH, q, BUF, all->lkey));
+	ASSERT_EQ(BUF / 4096, resident(q, BUF));
+	/* Only the whole address space at iova 0 is implicit. */
+	errno = 0;
+	ASSERT_EQ(NULL, ibv_reg_mr_iova2(self->pd, NULL, SIZE_MAX, 4096, ODP));
+	ASSERT_EQ(EINVAL, errno);
+	/* Kernel addresses are not the process's. */
+	ASSERT_EQ(IBV_WC_REM_ACCESS_ERR, OP(IBV_WR_RDMA_WRITE, self->src, 8, self->src_mr->lkey,
+					    0xffff888000000000UL, all->rkey));
+}
+
 TEST(large_odp_registration_pins_nothing_and_costs_no_memlock)
 {
 	struct ibv_context *ctx = open_dev();

@@ -91,6 +91,13 @@ unsafe fn user_kind(
     if access & crate::access::ON_DEMAND == 0 {
         return Kind::user(pd_id, start, length, iova, access, udata);
     }
+    if start == 0 && length == u64::MAX {
+        return Kind::implicit(pd_id, iova, access, udata, || {
+            // SAFETY: the PD's device is live and registered; this is the
+            // registering process (the function's contract).
+            unsafe { crate::mr::Implicit::new((*pd).device, access) }
+        });
+    }
     Kind::odp(pd_id, start, length, iova, access, udata, || {
         // SAFETY: the PD's device is live and registered; this is the
         // registering process (the function's contract).

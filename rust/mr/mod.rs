@@ -24,7 +24,7 @@ mod pages;
 
 use fast::Fast;
 use odp::OdpCell;
-pub(crate) use odp::{enabled as odp_enabled, Odp};
+pub(crate) use odp::{enabled as odp_enabled, Implicit, Odp};
 pub(crate) use pages::{PageRef, Src, PAGE_SIZE};
 use pages::{Pinned, PinnedCell, PAGE_SHIFT};
 
@@ -51,6 +51,16 @@ pub(crate) enum Kind {
         /// writing.
         writable: bool,
         odp: OdpCell,
+    },
+    /// Implicit ODP (`ibv_reg_mr(pd, NULL, SIZE_MAX, ON_DEMAND ...)`): the
+    /// whole address space of the process, iova = address, its
+    /// translation made in chunks as the data path touches them.
+    Implicit {
+        /// As `User`'s.
+        rights: Atomic<u64>,
+        /// As `Odp`'s.
+        writable: bool,
+        imp: Pin<KBox<Implicit>>,
     },
     /// `get_dma_mr`: all of the kernel's linear map; an iova is a kernel
     /// virtual address (oxe uses virtual DMA, as rdma_rxe does). Its key is
@@ -162,7 +172,7 @@ impl OxeMr {
                     p.table_bytes(),
                 )
             }),
-            Kind::Dma { .. } | Kind::Odp { .. } => (0, 0, 0),
+            Kind::Dma { .. } | Kind::Odp { .. } | Kind::Implicit { .. } => (0, 0, 0),
             Kind::Fast(m) => {
                 let m = m.lock();
                 let bytes = (m.runs.capacity() + m.staged.capacity()) * size_of::<Run>();
@@ -243,13 +253,36 @@ impl MrRef {
         Some((odp.get()?, va))
     }
 
+    /// Whether advise_mr may work on `[iova, iova + len)` of this MR for
+    /// `pd`: an ODP MR, explicit or implicit, covering the range.
+    fn advisable(&self, pd: PdId, iova: u64, len: u64) -> bool {
+        match &self.mr().kind {
+            Kind::Implicit { rights, .. } => {
+                PdRights::unpack(rights.load(ordering::Relaxed)).pd == pd
+                    && iova
+                        .checked_add(len)
+                        .is_some_and(|end| end <= odp::user_top())
+            }
+            _ => self.odp_range(pd, iova, len).is_some(),
+        }
+    }
+
     /// advise_mr's work on one SGE.
     fn prefetch(&self, pd: PdId, iova: u64, len: u64, write: bool, fault: bool) -> Result {
-        let (odp, va) = self.odp_range(pd, iova, len).ok_or(EINVAL)?;
+        if !self.advisable(pd, iova, len) {
+            return Err(EINVAL);
+        }
         if len == 0 {
             return Ok(());
         }
-        match odp.with_pages(va, len, write, fault, |_| ()) {
+        let r = match (&self.mr().kind, self.odp_range(pd, iova, len)) {
+            (Kind::Implicit { imp, .. }, _) => imp
+                .walk(iova, len, write, fault, |_, _, _| true)
+                .map(|_| ()),
+            (_, Some((odp, va))) => odp.with_pages(va, len, write, fault, |_| ()),
+            _ => return Err(EINVAL),
+        };
+        match r {
             Ok(()) | Err(odp::Fault::Missing) => Ok(()),
             Err(odp::Fault::Error(e)) => Err(e),
         }
@@ -320,6 +353,19 @@ impl MrRef {
                 match region.locate(req.iova, req.len) {
                     Some(_) => Ok(()),
                     None => Err(mtt::AccessError::OutOfRange),
+                }
+            }
+            Kind::Implicit { rights, .. } => {
+                let r = PdRights::unpack(rights.load(ordering::Relaxed));
+                let grant = Grant {
+                    key: self.mr().key(),
+                    pd: r.pd,
+                    access: r.access,
+                };
+                mtt::check_grant(&grant, req)?;
+                match req.iova.checked_add(req.len) {
+                    Some(end) if end <= odp::user_top() => Ok(()),
+                    _ => Err(mtt::AccessError::OutOfRange),
                 }
             }
             Kind::Dma { pd, access } => {
@@ -425,10 +471,9 @@ pub(crate) fn advise(
     // Every key first: one that names no ODP MR of the PD, or a range it
     // does not cover, fails the call before anything is done.
     for (lkey, iova, len) in sges.clone() {
-        lookup(keys, lkey)
-            .ok_or(EINVAL)?
-            .odp_range(pd, iova, len)
-            .ok_or(EINVAL)?;
+        if !lookup(keys, lkey).is_some_and(|m| m.advisable(pd, iova, len)) {
+            return Err(EINVAL);
+        }
     }
     for (lkey, iova, len) in sges {
         let Some(m) = lookup(keys, lkey) else {
@@ -511,6 +556,30 @@ impl Kind {
         })
     }
 
+    /// `reg_user_mr` of the whole address space with `IB_ACCESS_ON_DEMAND`
+    /// (start 0, length `u64::MAX`, iova 0): implicit ODP; `root` makes
+    /// the core's implicit umem.
+    pub(crate) fn implicit<I: PinInit<Implicit, Error>>(
+        pd: PdId,
+        iova: u64,
+        access: u32,
+        udata: Option<&Udata<'_>>,
+        root: impl FnOnce() -> Result<I>,
+    ) -> Result<Kind> {
+        udata::in_empty(udata)?;
+        access::check_access(access).map_err(reg_errno)?;
+        if iova != 0 || access & access::ZERO_BASED != 0 {
+            return Err(EINVAL);
+        }
+        let imp = KBox::pin_init(root()?, GFP_KERNEL)?;
+        let rights = PdRights { pd, access };
+        Ok(Kind::Implicit {
+            rights: Atomic::new(rights.pack()),
+            writable: access & access::ANY_WRITE != 0,
+            imp,
+        })
+    }
+
     /// `get_dma_mr`: the DMA MR of kernel PDs, which the core asks for in
     /// `ib_alloc_pd`, for the PD's `local_dma_lkey`.
     pub(crate) fn dma(pd: PdId, access: u32) -> Result<Kind> {
@@ -525,7 +594,9 @@ impl OxeMr {
     /// Re-registration with a new translation (`IB_MR_REREG_TRANS`): the
     /// access the new MR gets, the old one's unless `flags` gives new ones.
     pub(crate) fn rereg_trans_access(&self, flags: u32, new_access: u32) -> Result<u32> {
-        let (Kind::User { rights, .. } | Kind::Odp { rights, .. }) = &self.kind else {
+        let (Kind::User { rights, .. } | Kind::Odp { rights, .. } | Kind::Implicit { rights, .. }) =
+            &self.kind
+        else {
             return Err(EINVAL);
         };
 
@@ -552,6 +623,9 @@ impl OxeMr {
         let (rights, writable) = match &self.kind {
             Kind::User { rights, pinned, .. } => (rights, pinned.get().is_some_and(|p| p.dirty)),
             Kind::Odp {
+                rights, writable, ..
+            }
+            | Kind::Implicit {
                 rights, writable, ..
             } => (rights, *writable),
             _ => return Err(EINVAL),

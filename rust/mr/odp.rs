@@ -19,6 +19,7 @@ use core::ptr::NonNull;
 
 use kernel::error::{from_err_ptr, to_result};
 use kernel::prelude::*;
+use kernel::sync::Mutex;
 
 use crate::bindings as b;
 
@@ -152,5 +153,188 @@ impl Present<'_> {
         }
         // SAFETY: `va` is in the range locked present.
         Some(unsafe { b::oxe_odp_pfn(self.odp.0.as_ptr(), va) } as u64)
+    }
+}
+
+/// Implicit ODP's chunk: 2 MiB of address space per child umem (a page
+/// list of 4 KiB), made when the data path first touches it.
+const CHUNK_SHIFT: u32 = 21;
+const CHUNK: u64 = 1 << CHUNK_SHIFT;
+/// Chunks an implicit MR keeps: the least recently used one goes when a new
+/// one is needed, so the MR's memory stays bounded (512 page lists of 4 KiB
+/// and their notifiers: about 2.3 MiB) however much the process touches.
+const MAX_CHUNKS: usize = 512;
+
+/// An implicit ODP MR's translation (`ibv_reg_mr(pd, NULL, SIZE_MAX,
+/// IBV_ACCESS_ON_DEMAND ...)`): the whole address space of the process,
+/// iova = address, built lazily in chunks.
+#[pin_data]
+pub(crate) struct Implicit {
+    #[pin]
+    chunks: Mutex<Chunks>,
+}
+
+struct Chunks {
+    /// `None` once deregistration released it.
+    root: Option<Root>,
+    /// Sorted by base address.
+    list: KVec<Chunk>,
+    /// Use counter, for the least recently used chunk.
+    tick: u64,
+}
+
+/// The core's implicit root umem (the process's mm, grabbed).
+struct Root(NonNull<b::ib_umem_odp>);
+
+// SAFETY: used only through the C helpers, under the chunks' lock.
+unsafe impl Send for Root {}
+
+impl Drop for Root {
+    fn drop(&mut self) {
+        // SAFETY: ours, and its children were released before it (`Chunks`
+        // drops them first).
+        unsafe { b::oxe_odp_release_implicit(self.0.as_ptr()) };
+    }
+}
+
+struct Chunk {
+    base: u64,
+    odp: Odp,
+    used: u64,
+}
+
+/// The top of user space: an implicit MR reaches no further.
+pub(crate) fn user_top() -> u64 {
+    // SAFETY: reads a constant.
+    unsafe { b::oxe_task_size_max() }
+}
+
+impl Implicit {
+    /// A root for the calling process.
+    ///
+    /// # Safety
+    ///
+    /// `dev` is a live, registered device; called in the context of the
+    /// process that registers.
+    pub(crate) unsafe fn new(
+        dev: *mut b::ib_device,
+        access: u32,
+    ) -> Result<impl PinInit<Self, Error>> {
+        // SAFETY: per the function's contract.
+        let p = from_err_ptr(unsafe { b::oxe_odp_implicit(dev, access as i32) })?;
+        let root = Root(NonNull::new(p).ok_or(ENOMEM)?);
+        Ok(try_pin_init!(Implicit {
+            chunks <- kernel::new_mutex!(Chunks {
+                root: Some(root),
+                list: KVec::with_capacity(MAX_CHUNKS, GFP_KERNEL)?,
+                tick: 0,
+            }),
+        }? Error))
+    }
+
+    /// Runs `f` on each page piece of `[va, va + len)` (frame, offset in
+    /// the page, length), the pieces present (writable if `write`; faulted
+    /// in if `fault`) while `f` runs. One chunk at a time, under the
+    /// chunks' lock: accesses to one implicit MR take turns.
+    pub(crate) fn walk(
+        &self,
+        va: u64,
+        len: u64,
+        write: bool,
+        fault: bool,
+        mut f: impl FnMut(u64, u64, u64) -> bool,
+    ) -> Result<bool, Fault> {
+        let end = va.checked_add(len).ok_or(Fault::Error(EFAULT))?;
+        if end > user_top() {
+            return Err(Fault::Error(EFAULT));
+        }
+        let mut at = va;
+        while at < end {
+            let base = at & !(CHUNK - 1);
+            let piece = (base + CHUNK).min(end) - at;
+            let mut c = self.chunks.lock();
+            let odp = c.chunk(base)?;
+            let ok = odp.with_pages(at, piece, write, fault, |present| {
+                let mut done = 0u64;
+                while done < piece {
+                    let a = at + done;
+                    let Some(pfn) = present.pfn(a) else {
+                        return false;
+                    };
+                    let off = a & (super::PAGE_SIZE - 1);
+                    let n = (super::PAGE_SIZE - off).min(piece - done);
+                    if !f(pfn, off, n) {
+                        return false;
+                    }
+                    done += n;
+                }
+                true
+            })?;
+            if !ok {
+                return Ok(false);
+            }
+            at += piece;
+        }
+        Ok(true)
+    }
+
+    /// Lets go of every chunk and of the root: deregistration, in process
+    /// context (removing a notifier may sleep).
+    pub(crate) fn release(&self) {
+        let mut c = self.chunks.lock();
+        c.list.clear();
+        c.root = None;
+    }
+}
+
+impl Chunks {
+    /// The chunk at `base`, made now if needed (the least recently used one
+    /// goes first when `MAX_CHUNKS` are there).
+    fn chunk(&mut self, base: u64) -> Result<&Odp, Fault> {
+        self.tick += 1;
+        let tick = self.tick;
+        let i = match self.list.binary_search_by_key(&base, |c| c.base) {
+            Ok(i) => i,
+            Err(mut i) => {
+                let root = self.root.as_ref().ok_or(Fault::Error(EFAULT))?;
+                if self.list.len() >= MAX_CHUNKS {
+                    let lru = (0..self.list.len())
+                        .min_by_key(|&j| self.list.get(j).map_or(u64::MAX, |c| c.used))
+                        .unwrap_or(0);
+                    let _ = self.list.remove(lru);
+                    if lru < i {
+                        i -= 1;
+                    }
+                }
+                let size = CHUNK.min(user_top() - base);
+                // SAFETY: a live root, under the chunks' lock.
+                let p = from_err_ptr(unsafe { b::oxe_odp_child(root.0.as_ptr(), base, size) })
+                    .map_err(Fault::Error)?;
+                let odp = Odp(NonNull::new(p).ok_or(Fault::Error(ENOMEM))?);
+                // The list has room for MAX_CHUNKS from the start.
+                self.list
+                    .insert_within_capacity(
+                        i,
+                        Chunk {
+                            base,
+                            odp,
+                            used: tick,
+                        },
+                    )
+                    .map_err(|_| Fault::Error(ENOMEM))?;
+                i
+            }
+        };
+        let c = self.list.get_mut(i).ok_or(Fault::Error(ENOMEM))?;
+        c.used = tick;
+        Ok(&c.odp)
+    }
+}
+
+impl Drop for Chunks {
+    fn drop(&mut self) {
+        // The children before the root they hang from.
+        self.list.clear();
+        self.root = None;
     }
 }

@@ -479,6 +479,15 @@ impl MrRef {
                 });
                 copied.unwrap_or(false)
             }
+            Kind::Implicit { imp, .. } => imp
+                .walk(iova, len, write, true, |pfn, offset, n| {
+                    f(Frag(Fragment {
+                        pfn,
+                        offset: offset as u32,
+                        len: n as u32,
+                    }))
+                })
+                .unwrap_or(false),
             Kind::Dma { .. } => {
                 let mut done = 0u64;
                 while done < len {
@@ -545,6 +554,7 @@ impl OxeMr {
             Kind::User { pinned, .. } => unsafe { pinned.release() },
             // SAFETY: per the function's contract.
             Kind::Odp { odp, .. } => unsafe { odp.release() },
+            Kind::Implicit { imp, .. } => imp.release(),
             _ => {}
         }
     }

@@ -8,12 +8,12 @@
 # showing that UC between QPs of one device loses nothing; then UD: the SEND
 # tests with -c UD and ibv_ud_pingpong with --chk; SRQ: --use-srq and
 # ibv_srq_pingpong; then -R (rdma_cm), multicast (-g) and on-demand paging
-# (--odp, ibv_rc_pingpong -o).
+# (--odp, ibv_rc_pingpong -o and -O).
 . "$(dirname "$0")/../lib.sh"
 
 TESTS="ib_write_bw ib_read_bw ib_send_bw ib_atomic_bw ib_write_lat ib_read_lat ib_send_lat"
 ktap_print_header
-ktap_set_plan 59
+ktap_set_plan 60
 oxe_load && rdma link add oxe0 type oxe netdev eth0 || ktap_exit_fail_msg "no oxe0"
 port=18515
 # listening PORT PID: the server listens on PORT (a TCP socket, or an
@@ -156,12 +156,14 @@ run_pair "ib_send_lat -c UD -g (multicast)" ib_send_lat -c UD -g -M $M -x "$gi" 
 kill $joined
 
 # On-demand paging: --odp and -o register the buffers with
-# IBV_ACCESS_ON_DEMAND (perftest checks the device's odp_caps first).
+# IBV_ACCESS_ON_DEMAND (perftest checks the device's odp_caps first); -O
+# registers the whole address space (implicit ODP).
 for t in "ib_write_bw --odp" "ib_read_bw --odp" "ib_send_bw --odp"; do
 	run_pair "$t" $t
 done
 gi=$(gid_index oxe0 ffff:)
 pingpong ibv_rc_pingpong "ibv_rc_pingpong --chk -o (ODP), 64 KiB x 100" -s 65536 -n 100 -c -o
+pingpong ibv_rc_pingpong "ibv_rc_pingpong --chk -O (implicit ODP), 64 KiB x 100" -s 65536 -n 100 -c -O
 
 # The port's performance agent (process_mad): sysfs counts loopback traffic
 # in 4-byte words, as the link's byte counters do.
