@@ -124,3 +124,34 @@ pair() {
 	echo "# oxeB: $(ip netns exec B rdma statistic show link oxeB/1 2>&1)"
 	return 1
 }
+
+# harness_suite TAG PROG: a kselftest-harness program on oxe0 (made here);
+# afterwards no MR may be left on oxe0, the module must unload and the pins
+# be back. The plain TAP lines 900 and 901 extend the harness's plan (the
+# host counts them). Returns non-zero if anything failed.
+harness_suite() {
+	_tag=$1 _prog=$2
+	_before=$(pins)
+	oxe_load || { ktap_print_header; ktap_exit_fail_msg "rdma_oxe does not load"; }
+	rdma link add oxe0 type oxe netdev eth0 || { ktap_print_header; ktap_exit_fail_msg "rdma link add failed"; }
+	_mrs0=$(rdma res show mr 2>/dev/null | grep -c "dev oxe0")
+	OXE_DEV=oxe0 "$_prog"
+	_rc=$?
+	_mrs=$(rdma res show mr 2>/dev/null | grep -c "dev oxe0")
+	if [ "$_mrs" -eq "$_mrs0" ]; then
+		echo "ok 900 $_tag: no MR left on oxe0"
+	else
+		rdma res show mr | sed 's/^/# /'
+		echo "not ok 900 $_tag: no MR left on oxe0 ($_mrs0 -> $_mrs)"
+		_rc=1
+	fi
+	rdma link delete oxe0
+	oxe_unload
+	if ! oxe_loaded && pins_back "$_before"; then
+		echo "ok 901 $_tag: the module unloads and the pins are back ($_before -> $(pins))"
+	else
+		echo "not ok 901 $_tag: the module unloads and the pins are back ($_before -> $(pins))"
+		_rc=1
+	fi
+	return $_rc
+}

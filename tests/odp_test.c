@@ -7,11 +7,14 @@
  * completed a 256 KiB WRITE with only its first packet placed), pages never
  * touched before, munmap and mprotect after registration (remote access
  * errors, not stale pages), a new mapping at the same address, fork's
- * copy-on-write, and the data path's errors. kselftest harness: KTAP
+ * copy-on-write, THP collapse and split and page migration under traffic,
+ * advise_mr, implicit ODP, and the data path's errors. kselftest harness: KTAP
  * output, one forked child per case.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -245,6 +248,84 @@ TEST_F(odp, out_of_range_and_odp_rights_are_checked_as_for_pinned_mrs)
 	ASSERT_EQ(IBV_WC_REM_ACCESS_ERR, OP(IBV_WR_RDMA_WRITE, self->src, 4096,
 					    self->src_mr->lkey, self->dst + BUF - 100,
 					    self->dst_mr->rkey));
+}
+
+/*
+ * The kernel reshapes and moves the pages under traffic: a thread collapses
+ * the MR's range into huge pages (MADV_COLLAPSE), splits their mappings
+ * again (a page of it mprotect-ed to RWX and back, which keeps it writable)
+ * and has the kernel compact memory (migrating movable pages), while WRITEs
+ * and READs run. Each invalidation makes the data path fault again; no byte
+ * may come out wrong.
+ */
+#ifndef MADV_COLLAPSE
+#define MADV_COLLAPSE 25	/* Linux 6.1; glibc 2.36 has no name for it */
+#endif
+
+struct reshaper {
+	char *area;
+	size_t len;
+	volatile int stop;
+	volatile int collapsed, split, compacted;
+};
+
+static void *reshape(void *arg)
+{
+	struct reshaper *r = arg;
+
+	while (!r->stop) {
+		int fd = open("/proc/sys/vm/compact_memory", O_WRONLY);
+
+		if (!madvise(r->area, r->len, MADV_COLLAPSE))
+			r->collapsed++;
+		if (!mprotect(r->area + 4096, 4096, PROT_READ | PROT_WRITE | PROT_EXEC) &&
+		    !mprotect(r->area + 4096, 4096, PROT_READ | PROT_WRITE))
+			r->split++;
+		if (fd >= 0) {
+			if (write(fd, "1", 1) == 1)
+				r->compacted++;
+			close(fd);
+		}
+		usleep(1000);
+	}
+	return NULL;
+}
+
+TEST_F(odp, thp_collapse_split_and_migration_under_traffic)
+{
+	size_t len = 4UL << 20;
+	char *raw = anon(len + (2UL << 20));
+	char *area = (char *)(((uintptr_t)raw + (2UL << 20) - 1) & ~((2UL << 20) - 1));
+	struct reshaper r = { .area = area, .len = len };
+	struct ibv_mr *mr;
+	pthread_t t;
+
+	ASSERT_NE(NULL, raw);
+	ASSERT_EQ(0, madvise(area, len, MADV_HUGEPAGE));
+	memset(area, 0x5a, len);
+	mr = ibv_reg_mr(self->pd, area, len, ODP | REM);
+	ASSERT_NE(NULL, mr);
+	ASSERT_EQ(0, pthread_create(&t, NULL, reshape, &r));
+	/* Traffic starts once the reshaping has, so that they overlap. */
+	for (int i = 0; i < 100000 && !r.split; i++)
+		usleep(100);
+	for (unsigned int i = 0; i < 60; i++) {
+		size_t off = (i * 3 * 4096 + i * 8) % (len - BUF);
+
+		pattern(self->src, BUF, 100 + i);
+		ASSERT_EQ(IBV_WC_SUCCESS, OP(IBV_WR_RDMA_WRITE, self->src, BUF, self->src_mr->lkey,
+					     area + off, mr->rkey));
+		ASSERT_EQ(0, memcmp(self->src, area + off, BUF));
+		ASSERT_EQ(IBV_WC_SUCCESS, OP(IBV_WR_RDMA_READ, self->dst, BUF, self->dst_mr->lkey,
+					     area + off, mr->rkey));
+		ASSERT_EQ(0, memcmp(self->src, self->dst, BUF));
+	}
+	r.stop = 1;
+	pthread_join(t, NULL);
+	TH_LOG("collapses %d, splits %d, compactions %d", r.collapsed, r.split, r.compacted);
+	ASSERT_LT(0, r.split);
+	ASSERT_LT(0, r.compacted);
+	ASSERT_EQ(self->pin0, vmpin_kb());
 }
 
 /*

@@ -218,6 +218,24 @@ pub fn check<'a>(
         .ok_or(AccessError::OutOfRange)
 }
 
+/// The pieces of `[va, va + len)` that lie in one page of `1 << page_shift`
+/// bytes each: (address, offset in its page, length), in order. Ends early
+/// if the range runs past the top of u64.
+pub fn page_pieces(va: u64, len: u64, page_shift: u32) -> impl Iterator<Item = (u64, u32, u32)> {
+    let size = 1u64 << page_shift;
+    let mut done = 0u64;
+    core::iter::from_fn(move || {
+        if done >= len {
+            return None;
+        }
+        let a = va.checked_add(done)?;
+        let off = a & (size - 1);
+        let n = (size - off).min(len - done);
+        done += n;
+        Some((a, off as u32, n as u32))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
@@ -464,6 +482,39 @@ mod tests {
                 }
                 None => prop_assert!(page >= pfns.len() as u64),
             }
+        }
+    }
+
+    #[test]
+    fn page_pieces_split_at_page_boundaries() {
+        let v: Vec<_> = page_pieces(0x1ff0, 0x2020, 12).collect();
+        assert_eq!(
+            v,
+            [
+                (0x1ff0, 0xff0, 0x10),
+                (0x2000, 0, 0x1000),
+                (0x3000, 0, 0x1000),
+                (0x4000, 0, 0x10)
+            ]
+        );
+        assert_eq!(page_pieces(0x1000, 0, 12).count(), 0);
+        // Past the top of u64: stops where the address would wrap.
+        let top: Vec<_> = page_pieces(u64::MAX - 0xfff, 0x2000, 12).collect();
+        assert_eq!(top, [(u64::MAX - 0xfff, 0, 0x1000)]);
+    }
+
+    proptest! {
+        #[test]
+        fn page_pieces_cover_the_range_in_order(va in 0u64..1 << 48, len in 0u64..1 << 20, shift in 12u32..22) {
+            let mut at = va;
+            for (a, off, n) in page_pieces(va, len, shift) {
+                prop_assert_eq!(a, at);
+                prop_assert!(n > 0);
+                prop_assert_eq!(u64::from(off), a & ((1 << shift) - 1));
+                prop_assert!(u64::from(off) + u64::from(n) <= 1 << shift);
+                at += u64::from(n);
+            }
+            prop_assert_eq!(at, va + len);
         }
     }
 }

@@ -323,6 +323,17 @@ impl MrRef {
         self.check(&req).is_ok()
     }
 
+    /// What a user MR grants now: its key, and the PD and rights of one and
+    /// the same registration (one load of `rights`).
+    fn grant(&self, rights: &Atomic<u64>) -> Grant {
+        let r = PdRights::unpack(rights.load(ordering::Relaxed));
+        Grant {
+            key: self.mr().key(),
+            pd: r.pd,
+            access: r.access,
+        }
+    }
+
     /// The access check of the data path: `Ok` if the MR grants `req`, or
     /// why the access is refused.
     pub(crate) fn check(&self, req: &mtt::Request) -> Result<(), mtt::AccessError> {
@@ -332,23 +343,11 @@ impl MrRef {
                 region,
                 pinned,
             } => {
-                let r = PdRights::unpack(rights.load(ordering::Relaxed));
-                let grant = Grant {
-                    key: self.mr().key(),
-                    pd: r.pd,
-                    access: r.access,
-                };
                 let runs = pinned.get().map_or(&[][..], |p| &p.runs[..]);
-                mtt::check(&grant, region, runs, req).map(|_| ())
+                mtt::check(&self.grant(rights), region, runs, req).map(|_| ())
             }
             Kind::Odp { rights, region, .. } => {
-                let r = PdRights::unpack(rights.load(ordering::Relaxed));
-                let grant = Grant {
-                    key: self.mr().key(),
-                    pd: r.pd,
-                    access: r.access,
-                };
-                mtt::check_grant(&grant, req)?;
+                mtt::check_grant(&self.grant(rights), req)?;
                 // Whether the pages are there is the copy's business.
                 match region.locate(req.iova, req.len) {
                     Some(_) => Ok(()),
@@ -356,13 +355,7 @@ impl MrRef {
                 }
             }
             Kind::Implicit { rights, .. } => {
-                let r = PdRights::unpack(rights.load(ordering::Relaxed));
-                let grant = Grant {
-                    key: self.mr().key(),
-                    pd: r.pd,
-                    access: r.access,
-                };
-                mtt::check_grant(&grant, req)?;
+                mtt::check_grant(&self.grant(rights), req)?;
                 match req.iova.checked_add(req.len) {
                     Some(end) if end <= odp::user_top() => Ok(()),
                     _ => Err(mtt::AccessError::OutOfRange),
@@ -494,6 +487,28 @@ fn reg_errno(e: access::RegError) -> Error {
     }
 }
 
+/// A user registration's checks and geometry: the pages of `[start, start +
+/// length)`, the region seen from `iova`, the PD and rights.
+fn user_geometry(
+    pd: PdId,
+    start: u64,
+    length: u64,
+    iova: u64,
+    access: u32,
+    udata: Option<&Udata<'_>>,
+) -> Result<(access::UserRange, Region, Atomic<u64>)> {
+    udata::in_empty(udata)?;
+    let range =
+        access::check_user_reg(start, length, iova, access, PAGE_SHIFT).map_err(reg_errno)?;
+    let region = Region {
+        iova,
+        length,
+        offset: range.offset,
+        page_shift: PAGE_SHIFT,
+    };
+    Ok((range, region, Atomic::new(PdRights { pd, access }.pack())))
+}
+
 impl Kind {
     /// `reg_user_mr`: pins `[start, start + length)` for `pd` with `access`,
     /// to be addressed from `iova`.
@@ -505,23 +520,15 @@ impl Kind {
         access: u32,
         udata: Option<&Udata<'_>>,
     ) -> Result<Kind> {
-        udata::in_empty(udata)?;
-        let range =
-            access::check_user_reg(start, length, iova, access, PAGE_SHIFT).map_err(reg_errno)?;
+        let (range, region, rights) = user_geometry(pd, start, length, iova, access, udata)?;
         let pinned = Pinned::pin(
             range.first_page_va,
             range.npages,
             access & access::ANY_WRITE != 0,
         )?;
-        let rights = PdRights { pd, access };
         Ok(Kind::User {
-            rights: Atomic::new(rights.pack()),
-            region: Region {
-                iova,
-                length,
-                offset: range.offset,
-                page_shift: PAGE_SHIFT,
-            },
+            rights,
+            region,
             pinned: PinnedCell::new(pinned),
         })
     }
@@ -537,19 +544,11 @@ impl Kind {
         udata: Option<&Udata<'_>>,
         umem: impl FnOnce() -> Result<Odp>,
     ) -> Result<Kind> {
-        udata::in_empty(udata)?;
-        let range =
-            access::check_user_reg(start, length, iova, access, PAGE_SHIFT).map_err(reg_errno)?;
+        let (range, region, rights) = user_geometry(pd, start, length, iova, access, udata)?;
         let odp = umem()?;
-        let rights = PdRights { pd, access };
         Ok(Kind::Odp {
-            rights: Atomic::new(rights.pack()),
-            region: Region {
-                iova,
-                length,
-                offset: range.offset,
-                page_shift: PAGE_SHIFT,
-            },
+            rights,
+            region,
             va0: range.first_page_va,
             writable: access & access::ANY_WRITE != 0,
             odp: OdpCell::new(odp),

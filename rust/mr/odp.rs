@@ -232,48 +232,30 @@ impl Implicit {
         }? Error))
     }
 
-    /// Runs `f` on each page piece of `[va, va + len)` (frame, offset in
-    /// the page, length), the pieces present (writable if `write`; faulted
-    /// in if `fault`) while `f` runs. One chunk at a time, under the
-    /// chunks' lock: accesses to one implicit MR take turns.
+    /// Runs `f` on the pieces of `[va, va + len)` that lie in one chunk
+    /// each (the present pages, the piece's address and length), the pages
+    /// present (writable if `write`; faulted in if `fault`) while `f` runs.
+    /// One chunk at a time, under the chunks' lock: accesses to one
+    /// implicit MR take turns.
     pub(crate) fn walk(
         &self,
         va: u64,
         len: u64,
         write: bool,
         fault: bool,
-        mut f: impl FnMut(u64, u64, u64) -> bool,
+        mut f: impl FnMut(&Present<'_>, u64, u64) -> bool,
     ) -> Result<bool, Fault> {
         let end = va.checked_add(len).ok_or(Fault::Error(EFAULT))?;
         if end > user_top() {
             return Err(Fault::Error(EFAULT));
         }
-        let mut at = va;
-        while at < end {
-            let base = at & !(CHUNK - 1);
-            let piece = (base + CHUNK).min(end) - at;
+        for (at, _, piece) in crate::mtt::page_pieces(va, len, CHUNK_SHIFT) {
+            let piece = u64::from(piece);
             let mut c = self.chunks.lock();
-            let odp = c.chunk(base)?;
-            let ok = odp.with_pages(at, piece, write, fault, |present| {
-                let mut done = 0u64;
-                while done < piece {
-                    let a = at + done;
-                    let Some(pfn) = present.pfn(a) else {
-                        return false;
-                    };
-                    let off = a & (super::PAGE_SIZE - 1);
-                    let n = (super::PAGE_SIZE - off).min(piece - done);
-                    if !f(pfn, off, n) {
-                        return false;
-                    }
-                    done += n;
-                }
-                true
-            })?;
-            if !ok {
+            let odp = c.chunk(at & !(CHUNK - 1))?;
+            if !odp.with_pages(at, piece, write, fault, |present| f(present, at, piece))? {
                 return Ok(false);
             }
-            at += piece;
         }
         Ok(true)
     }

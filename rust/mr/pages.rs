@@ -420,6 +420,31 @@ fn walk(cur: Option<mtt::Cursor<'_>>, len: u64, mut f: impl FnMut(Frag) -> bool)
     done == len
 }
 
+/// Visits `[va, va + len)` page by page, `pfn_of` giving the frame behind
+/// each piece; false if one has none, `f` refuses one, or the range wraps.
+fn by_page(
+    va: u64,
+    len: u64,
+    mut pfn_of: impl FnMut(u64) -> Option<u64>,
+    mut f: impl FnMut(Frag) -> bool,
+) -> bool {
+    let mut done = 0u64;
+    for (a, offset, n) in mtt::page_pieces(va, len, PAGE_SHIFT) {
+        let Some(pfn) = pfn_of(a) else {
+            return false;
+        };
+        if !f(Frag(Fragment {
+            pfn,
+            offset,
+            len: n,
+        })) {
+            return false;
+        }
+        done += u64::from(n);
+    }
+    done == len
+}
+
 impl MrRef {
     /// Visits the page fragments of `[iova, iova + len)`, which the caller
     /// checked. A fast-registration MR may have been invalidated since: then
@@ -456,61 +481,17 @@ impl MrRef {
                 // Faulted in here, in the QP's task; the invalidation waits
                 // until the copy is done. An address the process no longer
                 // maps (or maps read-only, for a write) fails the access.
-                let copied = odp.with_pages(va, len, write, true, |present| {
-                    let mut done = 0u64;
-                    while done < len {
-                        let a = va + done;
-                        let Some(pfn) = present.pfn(a) else {
-                            return false;
-                        };
-                        let offset = a & (PAGE_SIZE - 1);
-                        let n = (PAGE_SIZE - offset).min(len - done);
-                        let frag = Fragment {
-                            pfn,
-                            offset: offset as u32,
-                            len: n as u32,
-                        };
-                        if !f(Frag(frag)) {
-                            return false;
-                        }
-                        done += n;
-                    }
-                    true
-                });
-                copied.unwrap_or(false)
+                odp.with_pages(va, len, write, true, |present| {
+                    by_page(va, len, |a| present.pfn(a), &mut f)
+                })
+                .unwrap_or(false)
             }
             Kind::Implicit { imp, .. } => imp
-                .walk(iova, len, write, true, |pfn, offset, n| {
-                    f(Frag(Fragment {
-                        pfn,
-                        offset: offset as u32,
-                        len: n as u32,
-                    }))
+                .walk(iova, len, write, true, |present, va, n| {
+                    by_page(va, n, |a| present.pfn(a), &mut f)
                 })
                 .unwrap_or(false),
-            Kind::Dma { .. } => {
-                let mut done = 0u64;
-                while done < len {
-                    let Some(va) = iova.checked_add(done) else {
-                        return false;
-                    };
-                    let Some(pfn) = virt_to_pfn(va) else {
-                        return false;
-                    };
-                    let offset = va & (PAGE_SIZE - 1);
-                    let n = (PAGE_SIZE - offset).min(len - done);
-                    let frag = Fragment {
-                        pfn,
-                        offset: offset as u32,
-                        len: n as u32,
-                    };
-                    if !f(Frag(frag)) {
-                        return false;
-                    }
-                    done += n;
-                }
-                true
-            }
+            Kind::Dma { .. } => by_page(iova, len, virt_to_pfn, f),
             Kind::Fast(m) => {
                 // Held across the copy: REG_MR and invalidation wait for it.
                 let m = m.lock();
