@@ -68,6 +68,17 @@ long oxe_virt_to_pfn(u64 va);
  */
 struct ib_umem_odp;
 bool oxe_odp_enabled(void);
+
+/*
+ * dma-buf MRs (oxe_dmabuf.c): the buffer behind @fd, vmapped, [offset,
+ * offset + length) checked inside it; ERR_PTR on failure. The mapping's
+ * kernel address in *@vaddr.
+ */
+struct dma_buf;
+struct dma_buf *oxe_dmabuf_map(int fd, u64 offset, u64 length, u64 *vaddr);
+void oxe_dmabuf_unmap(struct dma_buf *db, u64 vaddr);
+/* The frame behind a vmalloc (or vm_map_ram) address, or -1. */
+long oxe_vmalloc_to_pfn(u64 va);
 struct ib_umem_odp *oxe_odp_get(struct ib_device *dev, u64 start, u64 length,
 				int access);
 void oxe_odp_release(struct ib_umem_odp *odp);

@@ -39,6 +39,10 @@ for (backing, n), v in sorted(best.items(), key=lambda kv: (kv[0][0], kv[0][1]))
     ratio = f"{o / x:.2f}" if o and x else "-"
     fr = f"{o / fl:.2f}" if o and fl else "-"
     print(f"{backing:5} {size(n):>8} {o or 0:10.1f} {x or 0:10.1f} {ratio:>8} {fl or 0:10.1f} {fr:>9}")
+for drv in ("oxe", "rxe"):
+    pinned, odp = best.get(("4k", 1 << 30), {}).get(drv), best.get(("odp", 1 << 30), {}).get(drv)
+    if pinned and odp:
+        print(f"1 GiB on demand against pinned ({drv}): {odp:.1f} against {pinned:.1f} µs, {pinned / odp:.0f}x cheaper")
 if pd:
     print(f"alloc_pd+dealloc_pd (the core's share of a verb round trip): oxe {pd.get('oxe', 0):.1f} µs, rxe {pd.get('rxe', 0):.1f} µs")
 PY

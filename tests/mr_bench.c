@@ -4,6 +4,8 @@
  * by 4 KiB pages and by THP, on $OXE_DEV (oxe0, or rxe0 in the reference
  * boot). With gup_test in debugfs it also times the floor: plain
  * pin_user_pages(FOLL_LONGTERM) + unpin of the same buffer, in the kernel.
+ * Then the same sizes registered on demand (IBV_ACCESS_ON_DEMAND, 4 KiB
+ * pages): nothing is pinned, so the cost should not grow with the size.
  *
  * Prints one line per case: "mr <backing> <bytes> <iters> <us/op> <floor us/op>".
  */
@@ -74,7 +76,8 @@ int main(void)
 		printf("pd - 0 %d %.2f -1\n", iters, (now_us() - t0) / iters);
 	}
 
-	for (int thp = 0; thp <= 1; thp++) {
+	/* thp: 0 4 KiB pages, 1 THP, 2 ODP (4 KiB pages, registered on demand). */
+	for (int thp = 0; thp <= 2; thp++) {
 		for (size_t s = 0; s < sizeof(sizes) / sizeof(sizes[0]); s++) {
 			size_t len = sizes[s];
 			/* About 256 MiB of registrations per case, 3..2000 operations. */
@@ -86,18 +89,20 @@ int main(void)
 				iters = 2000;
 			if (iters < 3)
 				iters = 3;
-			if (thp && len < 2 * MiB)
+			int acc = thp == 2 ? access | IBV_ACCESS_ON_DEMAND : access;
+
+			if (thp == 1 && len < 2 * MiB)
 				continue;
-			buf = buffer(len, thp);
+			buf = buffer(len, thp == 1);
 			if (!buf) {
 				fprintf(stderr, "no memory for %zu bytes\n", len);
 				return 1;
 			}
 			/* Warm up: first registration faults in page tables. */
-			ibv_dereg_mr(ibv_reg_mr(pd, buf, len, access));
+			ibv_dereg_mr(ibv_reg_mr(pd, buf, len, acc));
 			t0 = now_us();
 			for (int i = 0; i < iters; i++) {
-				struct ibv_mr *mr = ibv_reg_mr(pd, buf, len, access);
+				struct ibv_mr *mr = ibv_reg_mr(pd, buf, len, acc);
 
 				if (!mr) {
 					fprintf(stderr, "reg_mr %zu: %s\n", len, strerror(errno));
@@ -106,7 +111,7 @@ int main(void)
 				ibv_dereg_mr(mr);
 			}
 			reg_us = (now_us() - t0) / iters;
-			if (gup >= 0) {
+			if (gup >= 0 && thp < 2) {
 				struct gup_test g = {
 					.addr = (uintptr_t)buf, .size = len,
 					.nr_pages_per_call = 512, .gup_flags = 1 /* FOLL_WRITE */,
@@ -120,8 +125,8 @@ int main(void)
 					}
 				floor_us = (now_us() - t0) / iters;
 			}
-			printf("mr %s %zu %d %.2f %.2f\n", thp ? "thp" : "4k", len, iters, reg_us,
-			       floor_us);
+			printf("mr %s %zu %d %.2f %.2f\n", thp == 2 ? "odp" : thp ? "thp" : "4k", len,
+			       iters, reg_us, floor_us);
 			fflush(stdout);
 			munmap(buf, len);
 		}

@@ -204,7 +204,8 @@ static inline int post(struct ibv_qp *qp, enum ibv_wr_opcode op, void *laddr, ui
 
 /*
  * Two RC QPs of @pd, each with a CQ of its own, connected to each other
- * (qp[0] -> qp[1] and back) with every remote right. loop_close() takes down
+ * (qp[0] -> qp[1] and back) with every remote right and ACK timeout
+ * @timeout (4.096 us << @timeout, 7 retries, RNR retries forever). loop_close() takes down
  * what loop_open() made, also after a failure half way.
  */
 struct loop {
@@ -223,7 +224,8 @@ static inline void loop_close(struct loop *l)
 	memset(l, 0, sizeof(*l));
 }
 
-static inline int loop_open(struct ibv_context *ctx, struct ibv_pd *pd, struct loop *l)
+static inline int loop_open_timeout(struct ibv_context *ctx, struct ibv_pd *pd, struct loop *l,
+				    int timeout)
 {
 	int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 		     IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
@@ -244,10 +246,16 @@ static inline int loop_open(struct ibv_context *ctx, struct ibv_pd *pd, struct l
 		if (!l->qp[i])
 			return -1;
 	}
-	if (connect_rc(ctx, l->qp[0], l->qp[1]->qp_num, access, 7) ||
-	    connect_rc(ctx, l->qp[1], l->qp[0]->qp_num, access, 7))
+	if (connect_rc_timeout(ctx, l->qp[0], l->qp[1]->qp_num, access, 7, timeout, 7) ||
+	    connect_rc_timeout(ctx, l->qp[1], l->qp[0]->qp_num, access, 7, timeout, 7))
 		return -1;
 	return 0;
+}
+
+/* loop_open_timeout with the usual ACK timeout (14: 67 ms). */
+static inline int loop_open(struct ibv_context *ctx, struct ibv_pd *pd, struct loop *l)
+{
+	return loop_open_timeout(ctx, pd, l, 14);
 }
 
 /*

@@ -120,6 +120,7 @@ pub(crate) fn device_ops() -> b::ib_device_ops {
     ops.dereg_mr = Some(mr::dereg_mr);
     ops.rereg_user_mr = Some(mr::rereg_user_mr);
     ops.advise_mr = Some(mr::advise_mr);
+    ops.reg_user_mr_dmabuf = Some(mr::reg_user_mr_dmabuf);
     ops.get_dma_mr = Some(mr::get_dma_mr);
     ops.alloc_mr = Some(mr::alloc_mr);
     ops.map_mr_sg = Some(mr::map_mr_sg);

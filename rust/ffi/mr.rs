@@ -190,6 +190,35 @@ pub(super) unsafe extern "C" fn rereg_user_mr(
     }
 }
 
+/// REG_DMABUF_MR: a dma-buf of another driver as an MR.
+///
+/// # Safety
+///
+/// Called by the RDMA core with a live PD of an oxe device, in the process
+/// that registers (`fd` is one of its).
+pub(super) unsafe extern "C" fn reg_user_mr_dmabuf(
+    pd: *mut b::ib_pd,
+    offset: u64,
+    length: u64,
+    iova: u64,
+    fd: c_int,
+    access: c_int,
+    _dmah: *mut b::ib_dmah,
+    _attrs: *mut b::uverbs_attr_bundle,
+) -> *mut b::ib_mr {
+    // SAFETY: a live PD of an oxe device (the function's contract).
+    let kind = Kind::dmabuf(
+        unsafe { pd::id(pd) },
+        offset,
+        length,
+        iova,
+        fd,
+        access as u32,
+    );
+    // SAFETY: as above.
+    to_c_ptr(kind.and_then(|k| unsafe { publish(pd, k, iova, length) }))
+}
+
 /// `ibv_advise_mr`: PREFETCH, PREFETCH_WRITE and PREFETCH_NO_FAULT of ODP
 /// MRs of `pd`.
 ///

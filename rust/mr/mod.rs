@@ -18,10 +18,12 @@ use crate::irqlock::IrqSpinLock;
 use crate::keys::{KeyRef, Refs};
 use crate::mtt::{self, Grant, Region, Run};
 
+mod dmabuf;
 mod fast;
 mod odp;
 mod pages;
 
+use dmabuf::DmaBuf;
 use fast::Fast;
 use odp::OdpCell;
 pub(crate) use odp::{enabled as odp_enabled, Implicit, Odp};
@@ -61,6 +63,16 @@ pub(crate) enum Kind {
         /// As `Odp`'s.
         writable: bool,
         imp: Pin<KBox<Implicit>>,
+    },
+    /// `reg_user_mr_dmabuf`: memory another driver exports, mapped by its
+    /// exporter for oxe's CPU (`dmabuf`).
+    DmaBuf {
+        /// As `User`'s.
+        rights: Atomic<u64>,
+        region: Region,
+        /// The kernel address of the region's page 0.
+        base: u64,
+        buf: pages::TakeCell<DmaBuf>,
     },
     /// `get_dma_mr`: all of the kernel's linear map; an iova is a kernel
     /// virtual address (oxe uses virtual DMA, as rdma_rxe does). Its key is
@@ -172,7 +184,9 @@ impl OxeMr {
                     p.table_bytes(),
                 )
             }),
-            Kind::Dma { .. } | Kind::Odp { .. } | Kind::Implicit { .. } => (0, 0, 0),
+            Kind::Dma { .. } | Kind::Odp { .. } | Kind::Implicit { .. } | Kind::DmaBuf { .. } => {
+                (0, 0, 0)
+            }
             Kind::Fast(m) => {
                 let m = m.lock();
                 let bytes = (m.runs.capacity() + m.staged.capacity()) * size_of::<Run>();
@@ -220,8 +234,9 @@ impl MrRef {
     /// What a window bind checks of the MR: user MRs only (kernel clients
     /// have no windows).
     pub(crate) fn window_view(&self) -> Option<crate::mw_rules::MrView> {
-        let (Kind::User { rights, region, .. } | Kind::Odp { rights, region, .. }) =
-            &self.mr().kind
+        let (Kind::User { rights, region, .. }
+        | Kind::Odp { rights, region, .. }
+        | Kind::DmaBuf { rights, region, .. }) = &self.mr().kind
         else {
             return None;
         };
@@ -346,7 +361,7 @@ impl MrRef {
                 let runs = pinned.get().map_or(&[][..], |p| &p.runs[..]);
                 mtt::check(&self.grant(rights), region, runs, req).map(|_| ())
             }
-            Kind::Odp { rights, region, .. } => {
+            Kind::Odp { rights, region, .. } | Kind::DmaBuf { rights, region, .. } => {
                 mtt::check_grant(&self.grant(rights), req)?;
                 // Whether the pages are there is the copy's business.
                 match region.locate(req.iova, req.len) {
@@ -576,6 +591,38 @@ impl Kind {
             rights: Atomic::new(rights.pack()),
             writable: access & access::ANY_WRITE != 0,
             imp,
+        })
+    }
+
+    /// `reg_user_mr_dmabuf`: `[offset, offset + length)` of the dma-buf
+    /// `fd` names, seen from `iova`, for `pd` with `access`.
+    pub(crate) fn dmabuf(
+        pd: PdId,
+        offset: u64,
+        length: u64,
+        iova: u64,
+        fd: i32,
+        access: u32,
+    ) -> Result<Kind> {
+        access::check_access(access).map_err(reg_errno)?;
+        // The core lets no ODP or MW_BIND through; zero-based is a user
+        // registration's option only.
+        if length == 0 || iova.checked_add(length).is_none() || access & access::ZERO_BASED != 0 {
+            return Err(EINVAL);
+        }
+        let buf = DmaBuf::map(fd, offset, length)?;
+        let in_page = offset & (PAGE_SIZE - 1);
+        let base = buf.vaddr().checked_add(offset - in_page).ok_or(EINVAL)?;
+        Ok(Kind::DmaBuf {
+            rights: Atomic::new(PdRights { pd, access }.pack()),
+            region: Region {
+                iova,
+                length,
+                offset: in_page,
+                page_shift: PAGE_SHIFT,
+            },
+            base,
+            buf: pages::TakeCell::new(buf),
         })
     }
 

@@ -14,7 +14,6 @@
 //! per page of the range, which is what oxe's walk needs; oxe has no DMA
 //! mapping to keep (virtual DMA). The C side is `include/oxe_odp.c`.
 
-use core::cell::UnsafeCell;
 use core::ptr::NonNull;
 
 use kernel::error::{from_err_ptr, to_result};
@@ -102,40 +101,9 @@ impl Drop for Odp {
     }
 }
 
-/// An MR's umem, released by deregistration (in process context: removing
-/// the notifier may sleep, which the MR's RCU free may not) once the last
-/// reference is gone.
-pub(crate) struct OdpCell(UnsafeCell<Option<Odp>>);
-
-// SAFETY: shared reads only, until `release`, which excludes them.
-unsafe impl Sync for OdpCell {}
-// SAFETY: `Odp` is `Send`.
-unsafe impl Send for OdpCell {}
-
-impl OdpCell {
-    pub(crate) fn new(odp: Odp) -> Self {
-        OdpCell(UnsafeCell::new(Some(odp)))
-    }
-
-    /// The umem, `None` once released.
-    pub(crate) fn get(&self) -> Option<&Odp> {
-        // SAFETY: written only by `release`, whose caller guarantees that no
-        // one else reads it any more.
-        unsafe { (*self.0.get()).as_ref() }
-    }
-
-    /// Releases the umem now: the notifier goes, nothing of the process's
-    /// memory is reachable any more.
-    ///
-    /// # Safety
-    ///
-    /// No one else uses the cell, now or later, but to drop it: the MR has
-    /// no reference left but the caller's.
-    pub(crate) unsafe fn release(&self) {
-        // SAFETY: per the function's contract, this is the only access.
-        drop(unsafe { (*self.0.get()).take() });
-    }
-}
+/// An MR's umem (removing its notifier may sleep: released by
+/// deregistration, see `TakeCell`).
+pub(crate) type OdpCell = super::pages::TakeCell<Odp>;
 
 /// The pages of a locked range.
 pub(crate) struct Present<'a> {

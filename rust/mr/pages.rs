@@ -25,7 +25,7 @@ pub(crate) const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
 const PIN_BATCH: usize = kernel::page::PAGE_SIZE / size_of::<*mut b::page>();
 
 /// Pinned user pages, as runs, with their accounting. Unpins on drop.
-pub(super) struct Pinned {
+pub(crate) struct Pinned {
     pub(super) runs: KVVec<Run>,
     /// Pages charged to `mm->pinned_vm`: the whole request, up front.
     accounted: u64,
@@ -146,40 +146,44 @@ impl Drop for Pinned {
     }
 }
 
-/// A user MR's pinned pages: read without a lock by the data path, which
-/// holds a reference on the MR; released by deregistration once the last
-/// reference is gone, so that the process sees its pins gone when dereg
-/// returns.
-pub(crate) struct PinnedCell(UnsafeCell<Option<Pinned>>);
+/// What a registration holds of memory it does not own (pins, the core's
+/// ODP umem, a dma-buf mapping), read by the data path while it holds a
+/// reference on the MR, and released by deregistration once the last
+/// reference is gone: in process context (unpinning is accounted to the
+/// process, removing a notifier may sleep), not in the MR's RCU free.
+pub(crate) struct TakeCell<T>(UnsafeCell<Option<T>>);
 
 // SAFETY: shared reads only, until `release`, which excludes them.
-unsafe impl Sync for PinnedCell {}
-// SAFETY: `Pinned` is `Send`.
-unsafe impl Send for PinnedCell {}
+unsafe impl<T: Sync> Sync for TakeCell<T> {}
+// SAFETY: it owns a `T`.
+unsafe impl<T: Send> Send for TakeCell<T> {}
 
-impl PinnedCell {
-    pub(super) fn new(p: Pinned) -> Self {
-        PinnedCell(UnsafeCell::new(Some(p)))
+impl<T> TakeCell<T> {
+    pub(crate) fn new(v: T) -> Self {
+        TakeCell(UnsafeCell::new(Some(v)))
     }
 
-    /// The pages, `None` once released.
-    pub(super) fn get(&self) -> Option<&Pinned> {
+    /// The value, `None` once released.
+    pub(crate) fn get(&self) -> Option<&T> {
         // SAFETY: written only by `release`, whose caller guarantees that no
         // one else reads it any more.
         unsafe { (*self.0.get()).as_ref() }
     }
 
-    /// Unpins and unaccounts the pages now.
+    /// Drops the value now.
     ///
     /// # Safety
     ///
     /// No one else uses the cell, now or later, but to drop it: the MR has
     /// no reference left but the caller's.
-    pub(super) unsafe fn release(&self) {
+    pub(crate) unsafe fn release(&self) {
         // SAFETY: per the function's contract, this is the only access.
         drop(unsafe { (*self.0.get()).take() });
     }
 }
+
+/// The pinned pages of a user MR.
+pub(crate) type PinnedCell = TakeCell<Pinned>;
 
 /// The frame behind a kernel virtual address of the linear map (the "DMA
 /// address" of a device using virtual DMA), if it is one.
@@ -195,7 +199,8 @@ pub(super) fn virt_to_pfn(va: u64) -> Option<u64> {
 ///
 /// `pfn` is a page pinned by a live MR (the caller holds a reference on it),
 /// a page of a live ODP MR whose range the caller holds locked present
-/// (`Odp::with_pages`), or one of the kernel's linear map.
+/// (`Odp::with_pages`), a page of a live dma-buf MR's mapping, or one of the
+/// kernel's linear map.
 unsafe fn with_page<R>(pfn: u64, f: impl FnOnce(*mut u8) -> R) -> R {
     // SAFETY: a live page, mapped until the matching kunmap_local, in this
     // scope.
@@ -492,6 +497,19 @@ impl MrRef {
                 })
                 .unwrap_or(false),
             Kind::Dma { .. } => by_page(iova, len, virt_to_pfn, f),
+            Kind::DmaBuf {
+                region, base, buf, ..
+            } => {
+                // Mapped until the MR is released; the reference held on the
+                // MR keeps it so.
+                let Some(va) = region
+                    .locate(iova, len)
+                    .and_then(|pos| base.checked_add(pos))
+                else {
+                    return false;
+                };
+                buf.get().is_some() && by_page(va, len, super::dmabuf::vmalloc_to_pfn, f)
+            }
             Kind::Fast(m) => {
                 // Held across the copy: REG_MR and invalidation wait for it.
                 let m = m.lock();
@@ -536,6 +554,8 @@ impl OxeMr {
             // SAFETY: per the function's contract.
             Kind::Odp { odp, .. } => unsafe { odp.release() },
             Kind::Implicit { imp, .. } => imp.release(),
+            // SAFETY: per the function's contract.
+            Kind::DmaBuf { buf, .. } => unsafe { buf.release() },
             _ => {}
         }
     }
