@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# make bench-mr: reg+dereg of 4 KiB .. 1 GiB (4 KiB pages and THP) on oxe, then
+# make bench-mr: reg+dereg of 4 KiB .. 1 GiB (4 KiB pages, THP, and on demand)
+# on oxe, then
 # on rdma_rxe in a separate boot of the same kernel, alternating for ROUNDS
 # rounds (best of rounds). Prints µs per operation, the ratio oxe/rxe, and
 # the floor: plain pin_user_pages(FOLL_LONGTERM) + unpin of the same buffer.
