@@ -61,9 +61,9 @@ long oxe_virt_to_pfn(u64 va);
 
 /*
  * On-demand paging (oxe_odp.c), through the core's ib_umem_odp, opaque here.
- * oxe_odp_get returns an ERR_PTR on failure. oxe_odp_lock returns 0 with
- * [va, va + len) present (writable if @write) and the umem locked, faulting
- * pages in if @fault; -EAGAIN if some are missing and !@fault; else -errno.
+ * oxe_odp_lock returns 0 with [va, va + len) present (writable if @write)
+ * and the umem locked, faulting pages in if @fault; -EAGAIN if some are
+ * missing and !@fault; else -errno.
  * oxe_odp_pfn: under the lock, the frame of the present page at @va.
  */
 struct ib_umem_odp;
@@ -79,8 +79,6 @@ struct dma_buf *oxe_dmabuf_map(int fd, u64 offset, u64 length, u64 *vaddr);
 void oxe_dmabuf_unmap(struct dma_buf *db, u64 vaddr);
 /* The frame behind a vmalloc (or vm_map_ram) address, or -1. */
 long oxe_vmalloc_to_pfn(u64 va);
-struct ib_umem_odp *oxe_odp_get(struct ib_device *dev, u64 start, u64 length,
-				int access);
 void oxe_odp_release(struct ib_umem_odp *odp);
 /* Implicit ODP: the root (ERR_PTR on failure), its children, the top of user space. */
 struct ib_umem_odp *oxe_odp_implicit(struct ib_device *dev, int access);

@@ -48,14 +48,6 @@ static const struct mmu_interval_notifier_ops oxe_odp_ops = {
 	.invalidate = oxe_odp_invalidate,
 };
 
-struct ib_umem_odp *oxe_odp_get(struct ib_device *dev, u64 start, u64 length,
-				int access)
-{
-	/* Pages of PAGE_SIZE: HUGETLB is a hint oxe's walk does not need. */
-	return ib_umem_odp_get(dev, start, length, access & ~IB_ACCESS_HUGETLB,
-			       &oxe_odp_ops);
-}
-
 void oxe_odp_release(struct ib_umem_odp *odp)
 {
 	ib_umem_odp_release(odp);
@@ -162,12 +154,6 @@ unsigned long oxe_odp_pfn(struct ib_umem_odp *odp, u64 va)
 }
 
 #else /* !CONFIG_INFINIBAND_ON_DEMAND_PAGING: reg_mr refuses ON_DEMAND first */
-
-struct ib_umem_odp *oxe_odp_get(struct ib_device *dev, u64 start, u64 length,
-				int access)
-{
-	return ERR_PTR(-EOPNOTSUPP);
-}
 
 void oxe_odp_release(struct ib_umem_odp *odp) {}
 

@@ -101,7 +101,7 @@ unsafe fn user_kind(
     Kind::odp(pd_id, start, length, iova, access, udata, || {
         // SAFETY: the PD's device is live and registered; this is the
         // registering process (the function's contract).
-        unsafe { crate::mr::Odp::new((*pd).device, start, length, access) }
+        unsafe { crate::mr::Implicit::new((*pd).device, access) }
     })
 }
 

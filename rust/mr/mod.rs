@@ -25,8 +25,7 @@ mod pages;
 
 use dmabuf::DmaBuf;
 use fast::Fast;
-use odp::OdpCell;
-pub(crate) use odp::{enabled as odp_enabled, Implicit, Odp};
+pub(crate) use odp::{enabled as odp_enabled, Implicit};
 pub(crate) use pages::{PageRef, Src, PAGE_SIZE};
 use pages::{Pinned, PinnedCell, PAGE_SHIFT};
 
@@ -52,7 +51,9 @@ pub(crate) enum Kind {
         /// Registered with a right to write: pages may be faulted in for
         /// writing.
         writable: bool,
-        odp: OdpCell,
+        /// Its translation, in chunks made on first touch as implicit ODP
+        /// makes them: registering costs the same whatever the size.
+        odp: Pin<KBox<Implicit>>,
     },
     /// Implicit ODP (`ibv_reg_mr(pd, NULL, SIZE_MAX, ON_DEMAND ...)`): the
     /// whole address space of the process, iova = address, its
@@ -250,7 +251,7 @@ impl MrRef {
     }
 
     /// The process address of `[iova, iova + len)` of an ODP MR of `pd`.
-    fn odp_range(&self, pd: PdId, iova: u64, len: u64) -> Option<(&Odp, u64)> {
+    fn odp_range(&self, pd: PdId, iova: u64, len: u64) -> Option<(&Implicit, u64)> {
         let Kind::Odp {
             rights,
             region,
@@ -265,7 +266,7 @@ impl MrRef {
             return None;
         }
         let va = va0.checked_add(region.locate(iova, len)?)?;
-        Some((odp.get()?, va))
+        Some((odp, va))
     }
 
     /// Whether advise_mr may work on `[iova, iova + len)` of this MR for
@@ -294,7 +295,7 @@ impl MrRef {
             (Kind::Implicit { imp, .. }, _) => imp
                 .walk(iova, len, write, fault, |_, _, _| true)
                 .map(|_| ()),
-            (_, Some((odp, va))) => odp.with_pages(va, len, write, fault, |_| ()),
+            (_, Some((odp, va))) => odp.walk(va, len, write, fault, |_, _, _| true).map(|_| ()),
             _ => return Err(EINVAL),
         };
         match r {
@@ -549,24 +550,25 @@ impl Kind {
     }
 
     /// `reg_user_mr` with `IB_ACCESS_ON_DEMAND`: as `user`, but nothing is
-    /// pinned; `umem` makes the core's ODP umem of `[start, start + length)`.
-    pub(crate) fn odp(
+    /// pinned; `root` makes the core's root umem, under which the chunks of
+    /// `[start, start + length)` are made as the data path touches them.
+    pub(crate) fn odp<I: PinInit<Implicit, Error>>(
         pd: PdId,
         start: u64,
         length: u64,
         iova: u64,
         access: u32,
         udata: Option<&Udata<'_>>,
-        umem: impl FnOnce() -> Result<Odp>,
+        root: impl FnOnce() -> Result<I>,
     ) -> Result<Kind> {
         let (range, region, rights) = user_geometry(pd, start, length, iova, access, udata)?;
-        let odp = umem()?;
+        let odp = KBox::pin_init(root()?, GFP_KERNEL)?;
         Ok(Kind::Odp {
             rights,
             region,
             va0: range.first_page_va,
             writable: access & access::ANY_WRITE != 0,
-            odp: OdpCell::new(odp),
+            odp,
         })
     }
 

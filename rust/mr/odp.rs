@@ -10,9 +10,15 @@
 //! and mlx5 use it, rather than an MTT of oxe's own: the interval
 //! notifier's sequence protocol, the retry on a concurrent invalidation and
 //! the lockdep annotations for reclaim are subtle, and the core's are the
-//! ones every ODP driver shares (and fixes). Its page list has one entry
-//! per page of the range, which is what oxe's walk needs; oxe has no DMA
-//! mapping to keep (virtual DMA). The C side is `include/oxe_odp.c`.
+//! ones every ODP driver shares (and fixes). oxe has no DMA mapping to keep
+//! (virtual DMA), only the page list. The C side is `include/oxe_odp.c`.
+//!
+//! Every ODP MR, explicit or implicit, keeps its translation in chunks of
+//! 2 MiB (a child umem under an implicit root, each with its own notifier
+//! and page list) made when the data path first touches them: one umem over
+//! the whole range would allocate, at registration, and walk, at dereg, a
+//! page-list entry per page (a fifth of a pinned registration's cost at
+//! 1 GiB), where a chunked MR costs the same at any size.
 
 use core::ptr::NonNull;
 
@@ -28,7 +34,7 @@ pub(crate) fn enabled() -> bool {
     unsafe { b::oxe_odp_enabled() }
 }
 
-/// The core's ODP umem of one MR: released on drop.
+/// The core's ODP umem of one chunk: released on drop.
 pub(crate) struct Odp(NonNull<b::ib_umem_odp>);
 
 // SAFETY: the umem is used only through the C helpers, which lock it (the
@@ -47,23 +53,6 @@ pub(crate) enum Fault {
 }
 
 impl Odp {
-    /// `[start, start + length)` of the calling process, not pinned.
-    ///
-    /// # Safety
-    ///
-    /// `dev` is a live, registered device; called in the context of the
-    /// process that registers (the umem keeps `current->mm`).
-    pub(crate) unsafe fn new(
-        dev: *mut b::ib_device,
-        start: u64,
-        length: u64,
-        access: u32,
-    ) -> Result<Odp> {
-        // SAFETY: per the function's contract.
-        let p = from_err_ptr(unsafe { b::oxe_odp_get(dev, start, length, access as i32) })?;
-        NonNull::new(p).map(Odp).ok_or(ENOMEM)
-    }
-
     /// Runs `f` with the pages of `[va, va + len)` present (writable if
     /// `write`), faulting them in if `fault`; `f` gets the frame of each
     /// address it asks for. The pages stay as they are until `f` returns:
@@ -101,10 +90,6 @@ impl Drop for Odp {
     }
 }
 
-/// An MR's umem (removing its notifier may sleep: released by
-/// deregistration, see `TakeCell`).
-pub(crate) type OdpCell = super::pages::TakeCell<Odp>;
-
 /// The pages of a locked range.
 pub(crate) struct Present<'a> {
     odp: &'a Odp,
@@ -128,14 +113,15 @@ impl Present<'_> {
 /// list of 4 KiB), made when the data path first touches it.
 const CHUNK_SHIFT: u32 = 21;
 const CHUNK: u64 = 1 << CHUNK_SHIFT;
-/// Chunks an implicit MR keeps: the least recently used one goes when a new
-/// one is needed, so the MR's memory stays bounded (512 page lists of 4 KiB
-/// and their notifiers: about 2.3 MiB) however much the process touches.
+/// Chunks an ODP MR keeps: the least recently used one goes when a new one
+/// is needed, so the MR's memory stays bounded (512 page lists of 4 KiB and
+/// their notifiers: about 2.3 MiB) however much of it the process touches.
 const MAX_CHUNKS: usize = 512;
 
-/// An implicit ODP MR's translation (`ibv_reg_mr(pd, NULL, SIZE_MAX,
-/// IBV_ACCESS_ON_DEMAND ...)`): the whole address space of the process,
-/// iova = address, built lazily in chunks.
+/// An ODP MR's translation, built lazily in chunks: of its range for an
+/// explicit one, of the whole address space of the process (iova =
+/// address) for an implicit one (`ibv_reg_mr(pd, NULL, SIZE_MAX,
+/// IBV_ACCESS_ON_DEMAND ...)`).
 #[pin_data]
 pub(crate) struct Implicit {
     #[pin]

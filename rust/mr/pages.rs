@@ -199,7 +199,7 @@ pub(super) fn virt_to_pfn(va: u64) -> Option<u64> {
 ///
 /// `pfn` is a page pinned by a live MR (the caller holds a reference on it),
 /// a page of a live ODP MR whose range the caller holds locked present
-/// (`Odp::with_pages`), a page of a live dma-buf MR's mapping, or one of the
+/// (`Implicit::walk`), a page of a live dma-buf MR's mapping, or one of the
 /// kernel's linear map.
 unsafe fn with_page<R>(pfn: u64, f: impl FnOnce(*mut u8) -> R) -> R {
     // SAFETY: a live page, mapped until the matching kunmap_local, in this
@@ -477,19 +477,15 @@ impl MrRef {
                 else {
                     return false;
                 };
-                if len == 0 {
-                    return true;
-                }
-                let Some(odp) = odp.get() else {
-                    return false;
-                };
-                // Faulted in here, in the QP's task; the invalidation waits
+                // Faulted in here, in the QP's task; an invalidation waits
                 // until the copy is done. An address the process no longer
                 // maps (or maps read-only, for a write) fails the access.
-                odp.with_pages(va, len, write, true, |present| {
-                    by_page(va, len, |a| present.pfn(a), &mut f)
-                })
-                .unwrap_or(false)
+                len == 0
+                    || odp
+                        .walk(va, len, write, true, |present, a, n| {
+                            by_page(a, n, |x| present.pfn(x), &mut f)
+                        })
+                        .unwrap_or(false)
             }
             Kind::Implicit { imp, .. } => imp
                 .walk(iova, len, write, true, |present, va, n| {
@@ -551,9 +547,7 @@ impl OxeMr {
         match &self.kind {
             // SAFETY: per the function's contract.
             Kind::User { pinned, .. } => unsafe { pinned.release() },
-            // SAFETY: per the function's contract.
-            Kind::Odp { odp, .. } => unsafe { odp.release() },
-            Kind::Implicit { imp, .. } => imp.release(),
+            Kind::Odp { odp: imp, .. } | Kind::Implicit { imp, .. } => imp.release(),
             // SAFETY: per the function's contract.
             Kind::DmaBuf { buf, .. } => unsafe { buf.release() },
             _ => {}
