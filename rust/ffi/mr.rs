@@ -91,18 +91,15 @@ unsafe fn user_kind(
     if access & crate::access::ON_DEMAND == 0 {
         return Kind::user(pd_id, start, length, iova, access, udata);
     }
-    if start == 0 && length == u64::MAX {
-        return Kind::implicit(pd_id, iova, access, udata, || {
-            // SAFETY: the PD's device is live and registered; this is the
-            // registering process (the function's contract).
-            unsafe { crate::mr::Implicit::new((*pd).device, access) }
-        });
-    }
-    Kind::odp(pd_id, start, length, iova, access, udata, || {
-        // SAFETY: the PD's device is live and registered; this is the
-        // registering process (the function's contract).
+    // The chunks' root, for an explicit MR and an implicit one alike.
+    let root = || {
+        // SAFETY: the PD's device is live and registered; this is the registering process (the function's contract).
         unsafe { crate::mr::Implicit::new((*pd).device, access) }
-    })
+    };
+    if start == 0 && length == u64::MAX {
+        return Kind::implicit(pd_id, iova, access, udata, root);
+    }
+    Kind::odp(pd_id, start, length, iova, access, udata, root)
 }
 
 /// # Safety
@@ -207,14 +204,8 @@ pub(super) unsafe extern "C" fn reg_user_mr_dmabuf(
     _attrs: *mut b::uverbs_attr_bundle,
 ) -> *mut b::ib_mr {
     // SAFETY: a live PD of an oxe device (the function's contract).
-    let kind = Kind::dmabuf(
-        unsafe { pd::id(pd) },
-        offset,
-        length,
-        iova,
-        fd,
-        access as u32,
-    );
+    let pd_id = unsafe { pd::id(pd) };
+    let kind = Kind::dmabuf(pd_id, offset, length, iova, fd, access as u32);
     // SAFETY: as above.
     to_c_ptr(kind.and_then(|k| unsafe { publish(pd, k, iova, length) }))
 }
@@ -242,8 +233,7 @@ pub(super) unsafe extern "C" fn advise_mr(
     let sges = if num_sge == 0 || sg_list.is_null() {
         &[][..]
     } else {
-        // SAFETY: `num_sge` SGEs, the core's copy of the user's (the
-        // function's contract).
+        // SAFETY: `num_sge` SGEs, the core's copy of the user's (the function's contract).
         unsafe { core::slice::from_raw_parts(sg_list, num_sge as usize) }
     };
     let sync = flags & b::ib_uverbs_advise_mr_flag_IB_UVERBS_ADVISE_MR_FLAG_FLUSH != 0;

@@ -40,8 +40,7 @@ impl Net {
 
 impl Drop for Net {
     fn drop(&mut self) {
-        // SAFETY: registered in `create`; every namespace's sockets are gone
-        // with the devices, and unregistering waits for their receive paths.
+        // SAFETY: registered in `create`; every namespace's sockets are gone with the devices, and unregistering waits for their receive paths.
         unsafe { b::oxe_net_unregister() };
     }
 }
@@ -57,9 +56,7 @@ pub(crate) unsafe extern "C" fn oxe_net_rcv(ib: *mut b::ib_device, skb: *mut b::
     let (Some(skb), Some(dev)) = (skb, dev) else {
         return;
     };
-    // SAFETY: an oxe device (encap_rcv found it by its netdev among
-    // RDMA_DRIVER_RXE devices, and oxe never shares a kernel with rdma_rxe),
-    // kept registered by `dev` for this call.
+    // SAFETY: an oxe device (encap_rcv found it by its netdev among RDMA_DRIVER_RXE devices, and oxe never shares a kernel with rdma_rxe), kept registered by `dev` for this call.
     let d = unsafe { from_ib::<OxeDevice>(dev.0.as_ptr()) };
     if let Some(state) = d.state() {
         if let Err(e) = udp::receive(&state.qps, skb) {

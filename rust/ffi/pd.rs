@@ -34,8 +34,7 @@ pub(super) unsafe extern "C" fn alloc_pd(pd: *mut b::ib_pd, udata: *mut b::ib_ud
     if id < 0 {
         return id;
     }
-    // SAFETY: the PD is ours, `size_ib_pd` bytes, not yet visible to anyone;
-    // a `PdId` needs no drop.
+    // SAFETY: the PD is ours, `size_ib_pd` bytes, not yet visible to anyone; a `PdId` needs no drop.
     let Ok(()) = unsafe { init_in_place::<OxePd, _>(pd, id as PdId) };
     0
 }

@@ -37,8 +37,7 @@ pub(super) unsafe extern "C" fn create_qp(
     init: *mut b::ib_qp_init_attr,
     udata: *mut b::ib_udata,
 ) -> c_int {
-    // SAFETY: the core passes valid init attributes, a QP whose device and
-    // PD it filled in, and NULL or the command's udata.
+    // SAFETY: the core passes valid init attributes, a QP whose device and PD it filled in, and NULL or the command's udata.
     let (a, dev, pd, udata) = unsafe {
         (
             &mut *init,
@@ -62,10 +61,7 @@ pub(super) unsafe extern "C" fn create_qp(
     let Some(state) = dev.state() else {
         return ENODEV.to_errno();
     };
-    // SAFETY: the core checked that the CQs and the PD belong to this
-    // device; it keeps the device (and so its key and QP tables), the CQs
-    // and the `ib_qp` alive until `destroy_qp` returns, which waits for
-    // everything that uses them.
+    // SAFETY: the core checked that the CQs and the PD belong to this device; it keeps the device (and so its key and QP tables), the CQs and the `ib_qp` alive until `destroy_qp` returns, which waits for everything that uses them.
     let args = unsafe {
         CreateArgs {
             keys: CoreRef::new(&state.keys),
@@ -91,8 +87,7 @@ pub(super) unsafe extern "C" fn create_qp(
         Err(e) => return e.to_errno(),
     };
     let qpn = qp.qpn;
-    // SAFETY: fresh memory the core allocated for an OxeQp, seen by no one
-    // else yet; the core calls `destroy_qp` only if this verb succeeds.
+    // SAFETY: fresh memory the core allocated for an OxeQp, seen by no one else yet; the core calls `destroy_qp` only if this verb succeeds.
     match unsafe { init_in_place::<OxeQp, core::convert::Infallible>(ib, qp.clone()) } {
         Ok(()) => {}
         Err(e) => match e {},

@@ -63,8 +63,7 @@ pub(super) unsafe extern "C" fn create_srq(
         }
     }
     let num = NEXT_SRQ_NUM.fetch_add(1, ordering::Relaxed);
-    // SAFETY: the core filled in the SRQ's PD, an oxe PD; `ib` is the SRQ
-    // being created, valid until its destroy returns.
+    // SAFETY: the core filled in the SRQ's PD, an oxe PD; `ib` is the SRQ being created, valid until its destroy returns.
     let (pd, handle) = unsafe {
         (
             super::pd::id(pd),
@@ -82,8 +81,7 @@ pub(super) unsafe extern "C" fn create_srq(
             return e.to_errno();
         }
     }
-    // SAFETY: fresh memory the core allocated for an OxeSrq, seen by no one
-    // else yet; the core calls `destroy_srq` only if this verb succeeds.
+    // SAFETY: fresh memory the core allocated for an OxeSrq, seen by no one else yet; the core calls `destroy_srq` only if this verb succeeds.
     match unsafe { init_in_place::<OxeSrq, core::convert::Infallible>(ib, srq) } {
         Ok(()) => 0,
         Err(e) => match e {},
@@ -99,8 +97,7 @@ pub(super) unsafe extern "C" fn modify_srq(
     mask: b::ib_srq_attr_mask,
     udata: *mut b::ib_udata,
 ) -> c_int {
-    // SAFETY: a live SRQ of an oxe device, the core's attributes, and NULL
-    // or the command's udata.
+    // SAFETY: a live SRQ of an oxe device, the core's attributes, and NULL or the command's udata.
     let (srq, a, dev, udata) = unsafe {
         (
             &from_ib::<OxeSrq>(ib).srq,

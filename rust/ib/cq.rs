@@ -31,9 +31,7 @@ pub(crate) struct Cqe {
 /// Tells the core the ring's usable entries (`ib_cq.cqe`), at creation and
 /// after a resize. The core reads it only in the verbs of this CQ.
 pub(crate) fn publish_cqe<T: CoreObject<Ib = b::ib_cq>>(cq: &T, n: u32) {
-    // SAFETY: a reference to a core object exists only for one the core
-    // allocated and set up (they are built in place in its memory); `cqe` is
-    // an aligned int the core reads only in the CQ's verbs, after they return.
+    // SAFETY: a reference to a core object exists only for one the core allocated and set up (they are built in place in its memory); `cqe` is an aligned int the core reads only in the CQ's verbs, after they return.
     unsafe { (*ib_ptr(cq)).cqe = n as c_int };
 }
 

@@ -57,8 +57,7 @@ macro_rules! core_object {
     ($ty:ty, $ib:ident: $ibty:ty) => {
         const _: () = assert!(::core::mem::offset_of!($ty, $ib) == 0);
         const _: fn(&$ty) -> &::kernel::types::Opaque<$ibty> = |o| &o.$ib;
-        // SAFETY: the field `$ib` is an `Opaque<$ibty>` at offset 0, as
-        // checked by the two constants above.
+        // SAFETY: the field `$ib` is an `Opaque<$ibty>` at offset 0, as checked by the two constants above.
         unsafe impl $crate::ib::CoreObject for $ty {
             type Ib = $ibty;
         }
@@ -82,8 +81,7 @@ pub(crate) use core_object;
 /// `ib` points to the `ib_*` of a live `T` (one of this driver's objects,
 /// with its driver part initialised), which outlives `'a`.
 pub(crate) unsafe fn from_ib<'a, T: CoreObject>(ib: *mut T::Ib) -> &'a T {
-    // SAFETY: `T::Ib` is at offset 0 of `T` (the trait's contract), and the
-    // object is live and initialised (the function's).
+    // SAFETY: `T::Ib` is at offset 0 of `T` (the trait's contract), and the object is live and initialised (the function's).
     unsafe { &*ib.cast::<T>() }
 }
 
@@ -105,8 +103,7 @@ pub(crate) unsafe fn init_in_place<T: CoreAllocated, E>(
     ib: *mut T::Ib,
     init: impl PinInit<T::Data, E>,
 ) -> Result<(), E> {
-    // SAFETY: the driver part is at `DATA_OFFSET` (the trait's contract) in
-    // memory the core allocated for a `T` and never moves until it frees it.
+    // SAFETY: the driver part is at `DATA_OFFSET` (the trait's contract) in memory the core allocated for a `T` and never moves until it frees it.
     unsafe {
         let slot = ib.cast::<u8>().add(T::DATA_OFFSET).cast::<T::Data>();
         init.__pinned_init(slot)
@@ -138,8 +135,7 @@ pub(crate) unsafe trait Plain: Sized {}
 unsafe impl Plain for b::ib_wc {}
 // SAFETY: integers and a union of integers.
 unsafe impl Plain for b::ib_uverbs_wc {}
-// SAFETY: integers, a raw pointer (`grh.sgid_attr`) and unions of those; oxe
-// keeps the address vector as bytes and hands it back as it came.
+// SAFETY: integers, a raw pointer (`grh.sgid_attr`) and unions of those; oxe keeps the address vector as bytes and hands it back as it came.
 unsafe impl Plain for b::rdma_ah_attr {}
 // SAFETY: one integer.
 unsafe impl Plain for b::rxe_modify_srq_cmd {}
@@ -159,8 +155,7 @@ impl<T> Clone for CoreRef<T> {
 
 impl<T> Copy for CoreRef<T> {}
 
-// SAFETY: the referenced objects (device, CQ) synchronise their own state
-// and are used from any thread, as the core uses them.
+// SAFETY: the referenced objects (device, CQ) synchronise their own state and are used from any thread, as the core uses them.
 unsafe impl<T> Send for CoreRef<T> {}
 // SAFETY: as above.
 unsafe impl<T> Sync for CoreRef<T> {}
@@ -187,7 +182,6 @@ pub(crate) fn as_bytes<T: Plain>(v: &T) -> &[u8] {
 
 /// The bytes of `v`, to overwrite.
 pub(crate) fn as_bytes_mut<T: Plain>(v: &mut T) -> &mut [u8] {
-    // SAFETY: `v` is `size_of::<T>()` writable bytes for the borrow's life,
-    // and any bytes written make a valid `T` (`Plain`).
+    // SAFETY: `v` is `size_of::<T>()` writable bytes for the borrow's life, and any bytes written make a valid `T` (`Plain`).
     unsafe { core::slice::from_raw_parts_mut(ptr::from_mut(v).cast(), size_of::<T>()) }
 }
