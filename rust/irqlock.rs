@@ -65,8 +65,7 @@ unsafe impl Backend for IrqSaveBackend {
 /// receive) also reaches under a plain spinlock, such as the QP table's
 /// xarray, so that softirq never interrupts a holder on its CPU.
 pub(crate) fn without_bh<R>(f: impl FnOnce() -> R) -> R {
-    // SAFETY: balanced below; `f` cannot sleep (BH disabled is atomic
-    // context, which the callers' closures respect: no sleeping allocation).
+    // SAFETY: balanced below; `f` cannot sleep (BH disabled is atomic context, which the callers' closures respect: no sleeping allocation).
     unsafe { b::oxe_local_bh_disable() };
     let r = f();
     // SAFETY: disabled above, on this CPU.

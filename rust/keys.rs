@@ -84,8 +84,7 @@ pub(crate) struct KeyRef<T: Keyed> {
     obj: NonNull<T>,
 }
 
-// SAFETY: a counted reference, like `Arc<T>`: sendable and shareable when
-// the object itself is.
+// SAFETY: a counted reference, like `Arc<T>`: sendable and shareable when the object itself is.
 unsafe impl<T: Keyed + Send + Sync> Send for KeyRef<T> {}
 // SAFETY: as above.
 unsafe impl<T: Keyed + Send + Sync> Sync for KeyRef<T> {}
@@ -109,9 +108,11 @@ impl<T: Keyed> KeyRef<T> {
     /// Another reference on the same object (never fails: ours keeps the
     /// count above zero).
     pub(crate) fn try_clone(&self) -> Option<Self> {
+        if !self.try_get() {
+            return None;
+        }
         // SAFETY: `try_get` took a reference, which the new `KeyRef` owns.
-        self.try_get()
-            .then(|| unsafe { KeyRef::from_raw(self.obj.as_ptr()) })
+        Some(unsafe { KeyRef::from_raw(self.obj.as_ptr()) })
     }
 }
 

@@ -160,8 +160,7 @@ unsafe extern "C" fn netdev_event(
 ) -> c_int {
     if event == b::netdev_cmd_NETDEV_UNREGISTER as c_ulong {
         // As netdev_notifier_info_to_dev():
-        // SAFETY: netdev notifiers get a `netdev_notifier_info` valid for the
-        // call, whose netdev is valid for the call too.
+        // SAFETY: netdev notifiers get a `netdev_notifier_info` valid for the call, whose netdev is valid for the call too.
         unsafe { device::netdev_unregistering((*ptr.cast::<b::netdev_notifier_info>()).dev) };
     }
     NOTIFY_DONE

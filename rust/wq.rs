@@ -35,8 +35,7 @@ impl Drop for Wq {
     fn drop(&mut self) {
         let wq = WQ.swap(ptr::null_mut(), Ordering::AcqRel);
         if !wq.is_null() {
-            // SAFETY: allocated in `create`; nothing queues work any more (no
-            // device is left), and destroy_workqueue drains what is queued.
+            // SAFETY: allocated in `create`; nothing queues work any more (no device is left), and destroy_workqueue drains what is queued.
             unsafe { b::destroy_workqueue(wq) };
         }
     }
@@ -45,8 +44,7 @@ impl Drop for Wq {
 /// The queue, for as long as the module is loaded.
 pub(crate) fn queue() -> Option<&'static workqueue::Queue> {
     let wq = WQ.load(Ordering::Acquire);
-    // SAFETY: a live workqueue until module exit, which comes after every
-    // user of it (the QPs) is gone.
+    // SAFETY: a live workqueue until module exit, which comes after every user of it (the QPs) is gone.
     (!wq.is_null()).then(|| unsafe { workqueue::Queue::from_raw(wq) })
 }
 
@@ -65,8 +63,7 @@ pub(crate) fn flush<T, const ID: u64>(work: &Work<T, ID>) -> bool {
 /// Runs `dwork` now if its timer is pending and waits for it (cancelling it
 /// would leak the reference a queued item holds); true if it had to wait.
 pub(crate) fn flush_delayed<T, const ID: u64>(dwork: &DelayedWork<T, ID>) -> bool {
-    // SAFETY: a live, initialised delayed work item, whose `work` is the
-    // first member of its `struct delayed_work` (asserted below).
+    // SAFETY: a live, initialised delayed work item, whose `work` is the first member of its `struct delayed_work` (asserted below).
     unsafe { b::flush_delayed_work(DelayedWork::raw_as_work(dwork).cast()) }
 }
 

@@ -24,8 +24,7 @@ impl QpHandle {
     }
 }
 
-// SAFETY: an address the core keeps valid while the QP's tasks run (above);
-// the core's event handlers may be called from any thread.
+// SAFETY: an address the core keeps valid while the QP's tasks run (above); the core's event handlers may be called from any thread.
 unsafe impl Send for QpHandle {}
 // SAFETY: as above; `&QpHandle` only gives the address and raises events.
 unsafe impl Sync for QpHandle {}
@@ -70,10 +69,7 @@ pub(crate) fn ah_av(ah: &b::rdma_ah_attr) -> Option<Av> {
     if u32::from(ah.ah_flags) & b::ib_ah_flags_IB_AH_GRH == 0 || ah.grh.sgid_attr.is_null() {
         return None;
     }
-    // SAFETY: the core resolved the source GID for this verb and holds its
-    // attribute for the call (rdma_fill_sgid_attr); `raw` is the union's
-    // plain 16 bytes.
-    // The port has RoCEv2 GIDs only (RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP).
+    // SAFETY: the core resolved the source GID for this verb and holds its attribute for the call (rdma_fill_sgid_attr); `raw` is the union's plain 16 bytes. The port has RoCEv2 GIDs only (RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP).
     let (sgid, dgid) = unsafe {
         (
             *(*ah.grh.sgid_attr).gid.raw.as_ref(),

@@ -69,8 +69,7 @@ pub(crate) struct Skb {
     tx_len: usize,
 }
 
-// SAFETY: an skb owned by one holder may move between threads and be freed
-// on any of them.
+// SAFETY: an skb owned by one holder may move between threads and be freed on any of them.
 unsafe impl Send for Skb {}
 // SAFETY: shared access only reads its bytes.
 unsafe impl Sync for Skb {}
@@ -109,16 +108,13 @@ impl Skb {
         if self.tx.is_null() {
             return &mut [];
         }
-        // SAFETY: `tx_len` bytes at `tx` were put into this skb by `alloc`;
-        // pushing headers in front never moves them; `&mut self` holds the
-        // skb exclusively.
+        // SAFETY: `tx_len` bytes at `tx` were put into this skb by `alloc`; pushing headers in front never moves them; `&mut self` holds the skb exclusively.
         unsafe { core::slice::from_raw_parts_mut(self.tx, self.tx_len) }
     }
 
     /// Routes the packet and puts the UDP and IP headers in front.
     pub(crate) fn push_ip(&mut self, ndev: NetDev, r: &Route) -> Result {
-        // SAFETY: an skb of ours, built by `alloc` with the headroom;
-        // `ndev` referenced; the addresses are 16-byte arrays.
+        // SAFETY: an skb of ours, built by `alloc` with the headroom; `ndev` referenced; the addresses are 16-byte arrays.
         kernel::error::to_result(unsafe {
             b::oxe_skb_push_ip(
                 self.skb.as_ptr(),
@@ -136,14 +132,12 @@ impl Skb {
     /// The bytes from the IP header to the end.
     pub(crate) fn network(&self) -> &[u8] {
         let mut len = 0u32;
-        // SAFETY: a linear skb of ours with its network header set (pushed
-        // by `push_ip`, or by the IP stack on receive).
+        // SAFETY: a linear skb of ours with its network header set (pushed by `push_ip`, or by the IP stack on receive).
         let p = unsafe { b::oxe_skb_network(self.skb.as_ptr(), &mut len) };
         if p.is_null() {
             return &[];
         }
-        // SAFETY: `len` bytes from the network header are the skb's linear
-        // data, alive as long as `self`.
+        // SAFETY: `len` bytes from the network header are the skb's linear data, alive as long as `self`.
         unsafe { core::slice::from_raw_parts(p, len as usize) }
     }
 
@@ -155,8 +149,7 @@ impl Skb {
         if p.is_null() {
             return &mut [];
         }
-        // SAFETY: as for `network`, and `&mut self` makes it exclusive (the
-        // skb is ours alone until sent).
+        // SAFETY: as for `network`, and `&mut self` makes it exclusive (the skb is ours alone until sent).
         unsafe { core::slice::from_raw_parts_mut(p.cast_mut(), len as usize) }
     }
 

@@ -27,8 +27,7 @@ impl SrqHandle {
     }
 }
 
-// SAFETY: an address the core keeps valid while the SRQ is in use (above);
-// the core's event handlers may be called from any thread.
+// SAFETY: an address the core keeps valid while the SRQ is in use (above); the core's event handlers may be called from any thread.
 unsafe impl Send for SrqHandle {}
 // SAFETY: as above; `&SrqHandle` only raises events.
 unsafe impl Sync for SrqHandle {}

@@ -42,8 +42,7 @@ impl<'a> Udata<'a> {
     }
 
     fn get(&self) -> &b::ib_udata {
-        // SAFETY: valid for `'a` (the contract of `from_raw`); the core does
-        // not change it during the verb.
+        // SAFETY: valid for `'a` (the contract of `from_raw`); the core does not change it during the verb.
         unsafe { self.raw.as_ref() }
     }
 
@@ -64,8 +63,7 @@ impl<'a> Udata<'a> {
             return Err(EINVAL);
         }
         let mut v: T = pin_init::zeroed();
-        // SAFETY: `v` is `size_of::<T>()` writable bytes, any of which make a
-        // valid `T` (`Plain`); the udata is the command's.
+        // SAFETY: `v` is `size_of::<T>()` writable bytes, any of which make a valid `T` (`Plain`); the udata is the command's.
         kernel::error::to_result(unsafe {
             b::oxe_udata_copy_in(self.as_ptr(), ptr::from_mut(&mut v).cast(), size_of::<T>())
         })?;
@@ -90,8 +88,7 @@ impl<'a> Udata<'a> {
     /// Copies `resp` to user space: clipped to `outlen`, zero-filled beyond
     /// `size_of::<T>()` (`ib_respond_udata`).
     pub(crate) fn respond<T>(&self, resp: &T) -> Result {
-        // SAFETY: `resp` is `size_of::<T>()` readable bytes; the udata is the
-        // command's (the contract of `from_raw`).
+        // SAFETY: `resp` is `size_of::<T>()` readable bytes; the udata is the command's (the contract of `from_raw`).
         kernel::error::to_result(unsafe {
             b::_ib_respond_udata(
                 self.as_ptr(),

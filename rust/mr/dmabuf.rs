@@ -22,8 +22,7 @@ pub(crate) struct DmaBuf {
     vaddr: u64,
 }
 
-// SAFETY: the buffer is only read through its mapping, which lives as long
-// as this; the C helpers take no thread-bound state.
+// SAFETY: the buffer is only read through its mapping, which lives as long as this; the C helpers take no thread-bound state.
 unsafe impl Send for DmaBuf {}
 // SAFETY: as above.
 unsafe impl Sync for DmaBuf {}
@@ -33,8 +32,7 @@ impl DmaBuf {
     /// `[offset, offset + length)` lies inside it.
     pub(crate) fn map(fd: i32, offset: u64, length: u64) -> Result<DmaBuf> {
         let mut vaddr = 0u64;
-        // SAFETY: the helper looks `fd` up in the calling process's table
-        // and checks the range; `vaddr` is ours to write.
+        // SAFETY: the helper looks `fd` up in the calling process's table and checks the range; `vaddr` is ours to write.
         let p = from_err_ptr(unsafe { b::oxe_dmabuf_map(fd, offset, length, &mut vaddr) })?;
         let buf = NonNull::new(p).ok_or(EINVAL)?;
         Ok(DmaBuf { buf, vaddr })
@@ -48,8 +46,7 @@ impl DmaBuf {
 
 impl Drop for DmaBuf {
     fn drop(&mut self) {
-        // SAFETY: mapped and referenced by `map`, and no longer read (the
-        // MR is released).
+        // SAFETY: mapped and referenced by `map`, and no longer read (the MR is released).
         unsafe { b::oxe_dmabuf_unmap(self.buf.as_ptr(), self.vaddr) };
     }
 }

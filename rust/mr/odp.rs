@@ -37,8 +37,7 @@ pub(crate) fn enabled() -> bool {
 /// The core's ODP umem of one chunk: released on drop.
 pub(crate) struct Odp(NonNull<b::ib_umem_odp>);
 
-// SAFETY: the umem is used only through the C helpers, which lock it (the
-// page list) or only read fields fixed at creation.
+// SAFETY: the umem is used only through the C helpers, which lock it (the page list) or only read fields fixed at creation.
 unsafe impl Send for Odp {}
 // SAFETY: as above.
 unsafe impl Sync for Odp {}
@@ -145,8 +144,7 @@ unsafe impl Send for Root {}
 
 impl Drop for Root {
     fn drop(&mut self) {
-        // SAFETY: ours, and its children were released before it (`Chunks`
-        // drops them first).
+        // SAFETY: ours, and its children were released before it (`Chunks` drops them first).
         unsafe { b::oxe_odp_release_implicit(self.0.as_ptr()) };
     }
 }

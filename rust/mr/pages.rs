@@ -165,8 +165,7 @@ impl<T> TakeCell<T> {
 
     /// The value, `None` once released.
     pub(crate) fn get(&self) -> Option<&T> {
-        // SAFETY: written only by `release`, whose caller guarantees that no
-        // one else reads it any more.
+        // SAFETY: written only by `release`, whose caller guarantees that no one else reads it any more.
         unsafe { (*self.0.get()).as_ref() }
     }
 
@@ -202,8 +201,7 @@ pub(super) fn virt_to_pfn(va: u64) -> Option<u64> {
 /// (`Implicit::walk`), a page of a live dma-buf MR's mapping, or one of the
 /// kernel's linear map.
 unsafe fn with_page<R>(pfn: u64, f: impl FnOnce(*mut u8) -> R) -> R {
-    // SAFETY: a live page, mapped until the matching kunmap_local, in this
-    // scope.
+    // SAFETY: a live page, mapped until the matching kunmap_local, in this scope.
     unsafe {
         let va = b::kmap_local_page(b::oxe_pfn_to_page(pfn as c_ulong));
         let r = f(va.cast());
@@ -224,8 +222,7 @@ impl Frag {
     /// Copies `src` (at most the fragment's length) into the fragment.
     pub(super) fn write(&self, src: &[u8]) {
         let n = src.len().min(self.len());
-        // SAFETY: the fragment lies inside a page the MR maps, pinned or of
-        // the linear map (see `MrRef::frags`); `n` is at most its length.
+        // SAFETY: the fragment lies inside a page the MR maps, pinned or of the linear map (see `MrRef::frags`); `n` is at most its length.
         unsafe {
             with_page(self.0.pfn, |p| {
                 ptr::copy_nonoverlapping(src.as_ptr(), p.add(self.0.offset as usize), n)
@@ -263,11 +260,7 @@ impl Frag {
                     // for the rest (x86's memmove is `rep movsb` on any CPU
                     // with ERMS, its memcpy only with FSRM).
                     let same = r.0.pfn == self.0.pfn;
-                    // SAFETY: `r` holds a reference on its page, `skip + k`
-                    // is within its piece; the destination lies inside a page
-                    // the MR maps (see `MrRef::frags`), `done + k` within the
-                    // fragment. Distinct kmap_local mappings, unmapped in
-                    // reverse order; of distinct pages, they do not overlap.
+                    // SAFETY: `r` holds a reference on its page, `skip + k` is within its piece; the destination lies inside a page the MR maps (see `MrRef::frags`), `done + k` within the fragment. Distinct kmap_local mappings, unmapped in reverse order; of distinct pages, they do not overlap.
                     unsafe {
                         with_page(r.0.pfn, |s| {
                             with_page(self.0.pfn, |d| {
@@ -292,8 +285,7 @@ impl Frag {
     /// Takes a reference on the fragment's page, for a packet that carries
     /// the page instead of a copy of its bytes.
     fn page_ref(&self) -> PageRef {
-        // SAFETY: a page the MR maps, kept so by the caller's reference on
-        // the MR; the reference taken here is dropped by `PageRef`.
+        // SAFETY: a page the MR maps, kept so by the caller's reference on the MR; the reference taken here is dropped by `PageRef`.
         unsafe { b::oxe_get_page(self.0.pfn as c_ulong) };
         PageRef(self.0)
     }
@@ -316,8 +308,7 @@ impl Frag {
                 )
             })
         };
-        // SAFETY: the `n` bytes after the length were written just above, and
-        // are within the capacity.
+        // SAFETY: the `n` bytes after the length were written just above, and are within the capacity.
         unsafe { v.inc_len(n) };
         true
     }
@@ -355,8 +346,7 @@ impl Drop for PageRef {
     }
 }
 
-// SAFETY: a counted page reference may be dropped on any thread, and the
-// page is only read through kmap_local.
+// SAFETY: a counted page reference may be dropped on any thread, and the page is only read through kmap_local.
 unsafe impl Send for PageRef {}
 // SAFETY: as above; shared use only reads the fields.
 unsafe impl Sync for PageRef {}
@@ -391,8 +381,7 @@ impl Src<'_> {
                     let Some(d) = at.checked_add(n).and_then(|end| dst.get_mut(at..end)) else {
                         return false;
                     };
-                    // SAFETY: `r` holds a reference on its page and its
-                    // piece lies within it; `d` is `n` bytes of `dst`.
+                    // SAFETY: `r` holds a reference on its page and its piece lies within it; `d` is `n` bytes of `dst`.
                     unsafe {
                         with_page(r.0.pfn, |p| {
                             ptr::copy_nonoverlapping(p.add(r.0.offset as usize), d.as_mut_ptr(), n)
