@@ -4,11 +4,11 @@
 KDIR ?= $(shell $(CURDIR)/scripts/build-kernel.sh)
 export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
 
-.PHONY: all modules kdir clean rust-analyzer host-test check lint fuzz fmt test run bench-mr bench-perftest tests
+.PHONY: all modules kdir clean rust-analyzer host-test check lint fuzz fmt test run bench bench-mr bench-perftest tests
 
 KSRC = $(shell readlink -f $(KDIR)/source)
 TEST_CFLAGS = -O2 -g -Wall -I$(KSRC)/tools/testing/selftests -I$(KSRC)
-TEST_PROGS = tests/bin/mr_test tests/bin/mr_bench tests/bin/dp_test tests/bin/fault_test tests/bin/holder tests/bin/fuzz_verbs tests/bin/xfer_check tests/bin/udp_flood tests/bin/ud_test tests/bin/mw_test tests/bin/odp_test tests/bin/dmabuf_test
+TEST_PROGS = tests/bin/mr_test tests/bin/mr_bench tests/bin/dp_test tests/bin/fault_test tests/bin/holder tests/bin/fuzz_verbs tests/bin/xfer_check tests/bin/udp_flood tests/bin/ud_test tests/bin/mw_test tests/bin/odp_test tests/bin/dmabuf_test tests/bin/memcpy_bench tests/bin/odp_bench
 
 all: modules
 
@@ -60,6 +60,11 @@ fmt:
 # The whole suite: host tests, build, boot, in-guest KTAP tests.
 test:
 	scripts/test.sh
+
+# Everything oxe claims about speed, against rdma_rxe and the floors, in one
+# run: a table, CSV and JSON, and plots (ROUNDS=N alternating boots each).
+bench:
+	scripts/bench.sh
 
 # reg+dereg cost on oxe and on rdma_rxe (separate boots, alternating).
 bench-mr:

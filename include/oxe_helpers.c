@@ -80,6 +80,11 @@ unsigned int oxe_num_possible_cpus(void)
 	return num_possible_cpus();
 }
 
+unsigned int oxe_spread_cpu(unsigned int n)
+{
+	return cpumask_local_spread(n % num_online_cpus(), NUMA_NO_NODE);
+}
+
 int oxe_udata_in_empty(struct ib_udata *udata)
 {
 	return ib_is_udata_in_empty(udata);

@@ -36,6 +36,8 @@ unsigned int oxe_netdev_mtu(struct net_device *ndev);
 bool oxe_netdev_mac(struct net_device *ndev, u8 mac[6]);
 bool oxe_is_vlan_dev(struct net_device *ndev);
 unsigned int oxe_num_possible_cpus(void);
+/* The @n-th online CPU, counting around. */
+unsigned int oxe_spread_cpu(unsigned int n);
 
 int oxe_udata_in_empty(struct ib_udata *udata);
 int oxe_udata_copy_in(struct ib_udata *udata, void *dst, size_t len);
@@ -166,5 +168,14 @@ void oxe_net_rcv(struct ib_device *ibdev, struct sk_buff *skb);
 
 /* True if the module @name is loaded (find_module() is not exported). */
 bool oxe_module_loaded(const char *name);
+
+/* Tracepoints (oxe_trace.h): each fires its event when it is enabled. */
+void oxe_trace_mr_reg(u32 lkey, u32 rkey, u64 iova, u64 length, u32 access, u64 pinned,
+		      const char *kind);
+void oxe_trace_mr_dereg(u32 lkey, u64 pinned);
+void oxe_trace_qp_state(u32 qpn, int from, int to);
+void oxe_trace_retransmit(u32 qpn, u32 psn, const char *why, u32 tries);
+void oxe_trace_drop(u32 qpn, u32 psn, const char *why);
+void oxe_trace_cqe_error(u32 qpn, u64 wr_id, u32 status, u32 opcode);
 
 #endif

@@ -12,6 +12,7 @@ use kernel::sync::Arc;
 use kernel::workqueue::WorkItem;
 
 use crate::bindings as b;
+use crate::ib;
 use crate::mr::Src;
 use crate::packet::{self, op, Nak, Syndrome};
 use crate::params;
@@ -81,6 +82,7 @@ fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCache) 
                 // The responder expects `psn`: send again from there, unless
                 // an RNR wait will do so.
                 if h.psn == sq.una && !sq.rnr_wait {
+                    ib::trace::retransmit(qp.qpn, sq.una, c"sequence NAK", sq.retries);
                     rewind(sq);
                 }
             }
@@ -148,6 +150,7 @@ fn answer_lost(qp: &Arc<Qp>, sq: &mut SendSide, psn: u32) -> bool {
     if ahead && sq.answer_gap != Some(expected) {
         sq.answer_gap = Some(expected);
         qp.stats.get().inc(Counter::CompleterRetryErr);
+        ib::trace::retransmit(qp.qpn, expected, c"answer missing", sq.retries);
         rewind(sq);
         qp.schedule();
     }
@@ -382,6 +385,7 @@ fn rnr(qp: &Arc<Qp>, sq: &mut SendSide, code: u8) {
         fail(qp, sq, b::ib_wc_status_IB_WC_RNR_RETRY_EXC_ERR);
         return;
     }
+    ib::trace::retransmit(qp.qpn, sq.una, c"RNR NAK", sq.rnr_tries);
     rewind(sq);
     sq.rnr_wait = true;
     qp.arm_rnr(params::rnr_timer_ns(code));
@@ -448,6 +452,7 @@ pub(crate) fn retry_timer(qp: &Arc<Qp>) {
             return;
         }
         qp.stats.get().inc(Counter::CompleterRetryErr);
+        ib::trace::retransmit(qp.qpn, sq.una, c"timeout", sq.retries);
         rewind(&mut sq);
     }
     drop(sq);

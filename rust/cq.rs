@@ -102,6 +102,9 @@ impl OxeCq {
     /// Posts one completion. EBUSY when the CQ is full: the CQ then goes to
     /// error and its owner gets IB_EVENT_CQ_ERR.
     pub(crate) fn post(&self, cqe: &Cqe, solicited: bool) -> Result {
+        if cqe.status != b::ib_wc_status_IB_WC_SUCCESS {
+            ib::trace::cqe_error(cqe.qp_num, cqe.wr_id, cqe.status, cqe.opcode);
+        }
         let state = &self.state;
         let mut inner = state.inner.lock();
         if inner.error {

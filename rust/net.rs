@@ -33,8 +33,9 @@ pub(crate) fn xmit_to(qp: &Qp, route: Option<&Route>, mut pkt: Packet) {
     stats.add(Counter::SentBytes, pkt.wire_len() as u64);
     match route {
         Some(r) if !handed_over(route) => {
+            let psn = pkt.hdr.psn;
             if let Err(e) = udp::send(qp, r, pkt) {
-                udp::count(stats, &e);
+                udp::count(stats, &e, qp.qpn, psn);
             }
         }
         _ => {

@@ -99,6 +99,10 @@ module! {
             default: 0,
             description: "Send traffic between QPs of one device through the RoCEv2 packet path (headers, ICRC, skbs) instead of handing packets over",
         },
+        qp_spread: u8 {
+            default: 0,
+            description: "Run each QP's tasks on a CPU of its own (QPs spread over the online CPUs) instead of the CPU that queues them",
+        },
     },
 }
 

@@ -139,7 +139,9 @@ fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache) {
     }
     if d > 0 {
         // A gap: ask once for the expected PSN.
-        qp.stats.get().inc(Counter::OutOfSeqRequest);
+        qp.stats
+            .get()
+            .dropped(Counter::OutOfSeqRequest, qp.qpn, h.psn, c"out of sequence");
         if !rq.nak_sent {
             rq.nak_sent = true;
             ack(qp, &attrs, rq.epsn, Syndrome::Nak(Nak::Sequence));
@@ -213,7 +215,12 @@ fn receive_uc(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &mut Packet, cache: &mut MrC
     let psn = pkt.hdr.psn;
     let d = packet::psn_diff(psn, rq.epsn);
     if (-UC_LATE..0).contains(&d) {
-        qp.stats.get().inc(Counter::DuplicateRequest);
+        qp.stats.get().dropped(
+            Counter::DuplicateRequest,
+            qp.qpn,
+            psn,
+            c"UC: late or duplicate",
+        );
         return;
     }
     let gap = d != 0;

@@ -4,8 +4,11 @@
 //! core's hw_counters): rdma_rxe's names where they mean the same, in the
 //! order of `oxe_stat_descs` (include/oxe_net.c).
 
+use core::ffi::CStr;
+
 use kernel::sync::atomic::{ordering, Atomic};
 
+use crate::ib;
 use crate::pma::PortCounts;
 
 /// The counters, in the order of their names.
@@ -48,6 +51,13 @@ impl Counters {
 
     pub(crate) fn inc(&self, c: Counter) {
         self.add(c, 1);
+    }
+
+    /// Counts a packet dropped under `c`, and fires the drop tracepoint
+    /// (`qpn` 0 when the packet reached no QP).
+    pub(crate) fn dropped(&self, c: Counter, qpn: u32, psn: u32, why: &CStr) {
+        self.inc(c);
+        ib::trace::drop_pkt(qpn, psn, why);
     }
 
     /// What the port's performance agent reports (`process_mad`).

@@ -58,16 +58,16 @@ pub(crate) fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut
     let (Some(deth), Some(grh), op::UD_SEND_ONLY | op::UD_SEND_ONLY_IMM) =
         (h.deth, pkt.grh.as_ref(), h.opcode)
     else {
-        stats.inc(Counter::RcvDrops);
+        stats.dropped(Counter::RcvDrops, qp.qpn, h.psn, c"not a UD SEND");
         return;
     };
     if deth.qkey != packet::recv_qkey(qp.qpn, attrs.qkey) {
-        stats.inc(Counter::QkeyViolations);
+        stats.dropped(Counter::QkeyViolations, qp.qpn, h.psn, c"wrong Q_Key");
         return;
     }
     let Some(taken) = qp.take_recv(rq) else {
         // No receive posted: UD drops it (class D), as rxe does.
-        stats.inc(Counter::RcvDrops);
+        stats.dropped(Counter::RcvDrops, qp.qpn, h.psn, c"no receive posted");
         return;
     };
     let (wr_id, sgl) = match taken {
@@ -90,7 +90,12 @@ pub(crate) fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut
         // Too long for the buffers (or they went away): dropped, the
         // receive kept for the next datagram (class D, as rxe); one taken
         // from an SRQ is gone, and completes in error (class E).
-        stats.inc(Counter::RcvDrops);
+        stats.dropped(
+            Counter::RcvDrops,
+            qp.qpn,
+            h.psn,
+            c"too long for the receive",
+        );
         if qp.srq.is_some() {
             let cqe = qp.cqe(
                 wr_id,

@@ -161,11 +161,17 @@ fn multicast(
     Ok(())
 }
 
-/// Counts a packet the wire did not send or take.
-pub(crate) fn count(stats: &Counters, e: &Dropped) {
-    stats.inc(match e {
-        Dropped::Decode(DecodeError::BadIcrc) => Counter::IcrcErr,
-        Dropped::NoMemory | Dropped::NoRoute | Dropped::Encode => Counter::SendErr,
-        _ => Counter::RcvDrops,
-    });
+/// Counts a packet the wire did not send or take (sent by `qpn` with
+/// `psn`; 0 and 0 for one received).
+pub(crate) fn count(stats: &Counters, e: &Dropped, qpn: u32, psn: u32) {
+    let (c, why) = match e {
+        Dropped::Decode(DecodeError::BadIcrc) => (Counter::IcrcErr, c"bad ICRC"),
+        Dropped::Decode(_) => (Counter::RcvDrops, c"bad headers"),
+        Dropped::NoMemory => (Counter::SendErr, c"no memory for an skb"),
+        Dropped::NoRoute => (Counter::SendErr, c"no route"),
+        Dropped::Encode => (Counter::SendErr, c"cannot encode"),
+        Dropped::UnknownQp => (Counter::RcvDrops, c"no such QP"),
+        Dropped::WrongSource => (Counter::RcvDrops, c"not from the QP's peer"),
+    };
+    stats.dropped(c, qpn, psn, why);
 }

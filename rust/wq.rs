@@ -10,7 +10,7 @@ use core::ptr;
 use core::sync::atomic::{AtomicPtr, Ordering};
 
 use kernel::prelude::*;
-use kernel::workqueue::{self, DelayedWork, Work};
+use kernel::workqueue::{self, DelayedWork, RawWorkItem, Work};
 
 use crate::bindings as b;
 
@@ -46,6 +46,30 @@ pub(crate) fn queue() -> Option<&'static workqueue::Queue> {
     let wq = WQ.load(Ordering::Acquire);
     // SAFETY: a live workqueue until module exit, which comes after every user of it (the QPs) is gone.
     (!wq.is_null()).then(|| unsafe { workqueue::Queue::from_raw(wq) })
+}
+
+/// The CPU a QP's tasks run on with `qp_spread`: QPs in turn over the
+/// online CPUs. None without it (a task runs where it was queued).
+pub(crate) fn home_cpu(qpn: u32) -> Option<i32> {
+    if *crate::module_parameters::qp_spread.value() == 0 {
+        return None;
+    }
+    // SAFETY: reads the online mask.
+    Some(unsafe { b::oxe_spread_cpu(qpn) } as i32)
+}
+
+/// Queues `w` on oxe's queue, to run on CPU `cpu`; None if there is no
+/// queue (module exit).
+pub(crate) fn enqueue_on<W: RawWorkItem<ID>, const ID: u64>(
+    cpu: i32,
+    w: W,
+) -> Option<W::EnqueueOutput> {
+    let wq = WQ.load(Ordering::Acquire);
+    if wq.is_null() {
+        return None;
+    }
+    // SAFETY: a live workqueue (see `queue`); `queue_work_on` returns true only when it queued the work item `__enqueue` hands it, which stays valid while queued.
+    Some(unsafe { w.__enqueue(move |work| kernel::bindings::queue_work_on(cpu, wq.cast(), work)) })
 }
 
 /// Jiffies for a delay in nanoseconds, at least one.

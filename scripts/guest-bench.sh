@@ -3,7 +3,7 @@
 # rxe0 in the reference boot), then the named benchmark program. With
 # --wire, the oxe boot runs it a second time with wire_loopback=1 (every
 # packet through the RoCEv2 path, as rxe's loopback), its "pt" lines
-# printed as "pw".
+# printed as "pw" (OXE_WIRE=1 tells the program which pass it is in).
 set -e
 wire=0
 [ "$1" = --wire ] && { wire=1; shift; }
@@ -23,6 +23,6 @@ if [ "$OXE_FLAVOUR" != rxe ] && [ $wire = 1 ]; then
 	modprobe -r rdma_oxe
 	modprobe rdma_oxe wire_loopback=1
 	rdma link add oxe0 type oxe netdev eth0
-	OXE_DEV=oxe0 "$@" | sed 's/^pt /pw /' >>"$OXE_OUT/bench.txt"
+	OXE_WIRE=1 OXE_DEV=oxe0 "$@" | sed 's/^pt /pw /' >>"$OXE_OUT/bench.txt"
 	rdma link delete oxe0
 fi

@@ -448,6 +448,16 @@ TEST_F(odp, advise_mr_errors)
 				  self->dst, 4096, self->dst_mr->lkey));
 	ASSERT_EQ(-EINVAL, advise(self->pd, IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH, flush,
 				  self->dst + BUF - 4096, 8192, self->dst_mr->lkey));
+	/* A write prefetch of an MR with no write right; a read one works. */
+	struct ibv_mr *ro = ibv_reg_mr(self->pd, self->dst, BUF,
+				       IBV_ACCESS_ON_DEMAND | IBV_ACCESS_REMOTE_READ);
+
+	ASSERT_NE(NULL, ro);
+	ASSERT_EQ(-EACCES, advise(self->pd, IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH_WRITE, flush,
+				  self->dst, 4096, ro->lkey));
+	ASSERT_EQ(0, advise(self->pd, IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH, flush,
+			    self->dst, 4096, ro->lkey));
+	ASSERT_EQ(0, ibv_dereg_mr(ro));
 	/* Memory gone: an error when asked to wait, silence otherwise. */
 	ASSERT_EQ(0, munmap(self->dst, BUF));
 	ASSERT_EQ(-EFAULT, advise(self->pd, IB_UVERBS_ADVISE_MR_ADVICE_PREFETCH, flush,
@@ -590,6 +600,75 @@ TEST_F(odp, file_pages_reclaimed_while_registered_come_back_right)
 			ASSERT_GT(len / 4096 / 2, resident(map, len));
 		}
 	}
+	ASSERT_EQ(self->pin0, vmpin_kb());
+}
+
+/*
+ * Memory pressure: a registered buffer larger than its memory cgroup's limit
+ * (OXE_MEMCG, set up by 26-odp.sh with swap on zram). Writing it pushes most
+ * of its pages to swap while registered; RDMA READs fault them back with the
+ * bytes written, and RDMA WRITEs over it land where the CPU then reads them.
+ */
+static long status_swap_kb(void)
+{
+	return status_kb("VmSwap");
+}
+
+TEST_F(odp, anonymous_pages_swapped_out_under_a_memcg_limit_come_back_right)
+{
+	const char *cg = getenv("OXE_MEMCG");
+	size_t len = 64UL << 20, chunk = 1UL << 20, at;
+	char path[256], pid[32], *buf, *want, *io;
+	struct ibv_mr *mr, *io_mr;
+	struct loop l;
+	long swapped;
+	int fd;
+
+	if (!cg)
+		SKIP(return, "OXE_MEMCG names no memory cgroup (no swap in this guest)");
+	/* Long ACK timeouts: the responder may wait on swap-ins. */
+	ASSERT_EQ(0, loop_open_timeout(self->ctx, self->pd, &l, 20));
+	snprintf(path, sizeof(path), "%s/cgroup.procs", cg);
+	fd = open(path, O_WRONLY);
+	ASSERT_LE(0, fd);
+	snprintf(pid, sizeof(pid), "%d", getpid());
+	ASSERT_LT(0, write(fd, pid, strlen(pid)));
+	close(fd);
+	buf = anon(len);
+	want = anon(chunk);
+	io = anon(chunk);
+	ASSERT_NE(NULL, buf);
+	ASSERT_NE(NULL, want);
+	ASSERT_NE(NULL, io);
+	mr = ibv_reg_mr(self->pd, buf, len, ODP | REM);
+	io_mr = ibv_reg_mr(self->pd, io, chunk, ODP);
+	ASSERT_NE(NULL, mr);
+	ASSERT_NE(NULL, io_mr);
+	pattern(buf, len, 3);
+	swapped = status_swap_kb();
+	TH_LOG("swapped out after writing %zu MiB: %ld KiB", len >> 20, swapped);
+	ASSERT_LT((long)(len >> 10) / 2, swapped);
+	/* Faulted back by the responder, every byte as written. */
+	for (at = 0; at < len; at += chunk) {
+		memset(io, 0, chunk);
+		ASSERT_EQ(IBV_WC_SUCCESS, loop_op(&l, IBV_WR_RDMA_READ, io, chunk, io_mr->lkey,
+						  (uintptr_t)(buf + at), mr->rkey));
+		for (size_t i = 0; i < chunk; i++)
+			want[i] = (char)((at + i) * 7 + 3 + ((at + i) >> 12));
+		ASSERT_EQ(0, memcmp(want, io, chunk));
+	}
+	/* Written over by the responder, pages coming and going meanwhile. */
+	for (at = 0; at < len; at += chunk) {
+		for (size_t i = 0; i < chunk; i++)
+			io[i] = (char)((at + i) * 5 + 1);
+		ASSERT_EQ(IBV_WC_SUCCESS, loop_op(&l, IBV_WR_RDMA_WRITE, io, chunk, io_mr->lkey,
+						  (uintptr_t)(buf + at), mr->rkey));
+	}
+	for (at = 0; at < len; at++)
+		if (buf[at] != (char)(at * 5 + 1))
+			break;
+	ASSERT_EQ(len, at);
+	TH_LOG("swapped out at the end: %ld KiB", status_swap_kb());
 	ASSERT_EQ(self->pin0, vmpin_kb());
 }
 

@@ -13,7 +13,7 @@ use super::pd;
 use super::{err_ptr, from_ib, ib_ptr, to_c, to_c_ptr};
 use crate::bindings as b;
 use crate::device::OxeDevice;
-use crate::ib::Udata;
+use crate::ib::{self, Udata};
 use crate::keys::{KeyRef, Keyed};
 use crate::mr::{Kind, OxeMr};
 
@@ -71,6 +71,8 @@ unsafe fn publish(pd: *mut b::ib_pd, kind: Kind, iova: u64, length: u64) -> Resu
         drop(unsafe { KBox::from_raw(mr) });
         return Err(e);
     }
+    let (kind, access, pinned) = m.describe();
+    ib::trace::mr_reg(m.key(), m.key(), iova, length, access, pinned, kind);
     Ok(ib_ptr(m))
 }
 
@@ -327,6 +329,7 @@ pub(super) unsafe extern "C" fn dereg_mr(ib: *mut b::ib_mr, _udata: *mut b::ib_u
     // SAFETY: lookups can no longer find the MR: the table's reference is ours.
     drop(unsafe { KeyRef::from_raw(ptr::from_ref(mr).cast_mut()) });
     mr.wait_released();
+    ib::trace::mr_dereg(mr.key(), mr.res_stats().0);
     // The core runs no other verb on the MR from here on (`rdma res`
     // readers were waited out by `rdma_restrack_del` before this call).
     // SAFETY: no reference is left, and lookups take none any more.

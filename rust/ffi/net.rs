@@ -60,7 +60,7 @@ pub(crate) unsafe extern "C" fn oxe_net_rcv(ib: *mut b::ib_device, skb: *mut b::
     let d = unsafe { from_ib::<OxeDevice>(dev.0.as_ptr()) };
     if let Some(state) = d.state() {
         if let Err(e) = udp::receive(&state.qps, skb) {
-            udp::count(&state.stats, &e);
+            udp::count(&state.stats, &e, 0, 0);
         }
     }
 }

@@ -18,6 +18,7 @@ pub(crate) mod cq;
 pub(crate) mod qp;
 pub(crate) mod skb;
 pub(crate) mod srq;
+pub(crate) mod trace;
 pub(crate) mod udata;
 
 pub(crate) use udata::Udata;

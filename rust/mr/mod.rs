@@ -175,6 +175,21 @@ impl OxeMr {
     /// Where the RCU head is in the MR.
     pub(crate) const RCU_OFFSET: usize = core::mem::offset_of!(OxeMr, rcu);
 
+    /// For the registration tracepoint: what backs the MR, its access
+    /// rights (`IB_ACCESS_*`) and the pages it pins.
+    pub(crate) fn describe(&self) -> (&'static CStr, u32, u64) {
+        let access = |r: &Atomic<u64>| PdRights::unpack(r.load(ordering::Relaxed)).access;
+        let pinned = self.res_stats().0;
+        match &self.kind {
+            Kind::User { rights, .. } => (c"pinned", access(rights), pinned),
+            Kind::Odp { rights, .. } => (c"on-demand", access(rights), 0),
+            Kind::Implicit { rights, .. } => (c"implicit on-demand", access(rights), 0),
+            Kind::DmaBuf { rights, .. } => (c"dma-buf", access(rights), 0),
+            Kind::Dma { access, .. } => (c"dma", *access, 0),
+            Kind::Fast(_) => (c"fast", 0, 0),
+        }
+    }
+
     /// `rdma res show mr`: pages pinned, MTT entries and MTT bytes.
     pub(crate) fn res_stats(&self) -> (u64, u64, u64) {
         match &self.kind {

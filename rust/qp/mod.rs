@@ -29,7 +29,7 @@ use crate::cq::{Cqe, OxeCq};
 use crate::fifo::Fifo;
 use crate::ib::qp::QpHandle;
 use crate::ib::skb::{NetDev, Route};
-use crate::ib::CoreRef;
+use crate::ib::{self, CoreRef};
 use crate::irqlock::{without_bh, IrqSpinLock};
 use crate::mr::Keys;
 use crate::mw::Windows;
@@ -248,6 +248,8 @@ pub(crate) struct Qp {
     pub(crate) max_send_sge: u32,
     pub(crate) max_inline: u32,
     pub(crate) max_recv_sge: u32,
+    /// The CPU its tasks run on (`qp_spread`), or the one queueing them.
+    pub(crate) home: Option<i32>,
     #[pin]
     pub(crate) attr: IrqSpinLock<Attrs>,
     #[pin]
@@ -337,15 +339,33 @@ impl Qp {
 
     /// Runs the send task (completer, then requester) soon.
     pub(crate) fn schedule(self: &Arc<Self>) {
-        if let (false, Some(wq)) = (self.is_dead(), crate::wq::queue()) {
-            let _ = wq.enqueue::<_, SEND>(self.clone());
+        if self.is_dead() {
+            return;
+        }
+        match (self.home, crate::wq::queue()) {
+            (Some(cpu), _) => {
+                let _ = crate::wq::enqueue_on::<_, SEND>(cpu, self.clone());
+            }
+            (None, Some(wq)) => {
+                let _ = wq.enqueue::<_, SEND>(self.clone());
+            }
+            (None, None) => {}
         }
     }
 
     /// Runs the receive task (responder) soon.
     pub(crate) fn schedule_recv(self: &Arc<Self>) {
-        if let (false, Some(wq)) = (self.is_dead(), crate::wq::queue()) {
-            let _ = wq.enqueue::<_, RECV>(self.clone());
+        if self.is_dead() {
+            return;
+        }
+        match (self.home, crate::wq::queue()) {
+            (Some(cpu), _) => {
+                let _ = crate::wq::enqueue_on::<_, RECV>(cpu, self.clone());
+            }
+            (None, Some(wq)) => {
+                let _ = wq.enqueue::<_, RECV>(self.clone());
+            }
+            (None, None) => {}
         }
     }
 
@@ -382,6 +402,7 @@ impl Qp {
         stats.inc(Counter::RcvdPkts);
         stats.add(Counter::RcvdBytes, pkt.wire_len() as u64);
         let response = pkt.hdr.is_response();
+        let psn = pkt.hdr.psn;
         let pushed = {
             let mut inbox = self.inbox.lock();
             let q = if response {
@@ -396,7 +417,9 @@ impl Qp {
         match (pushed, response) {
             (Ok(()), true) => self.schedule(),
             (Ok(()), false) => self.schedule_recv(),
-            (Err(_dropped), _) => stats.inc(Counter::RcvDrops),
+            (Err(_dropped), _) => {
+                stats.dropped(Counter::RcvDrops, self.qpn, psn, c"QP's queue full")
+            }
         }
     }
 
@@ -437,6 +460,9 @@ impl Qp {
     /// seen with the QP already in ERR, and ahead of the flushes.
     pub(crate) fn set_error_then(self: &Arc<Self>, rq: &mut RecvSide, first: impl FnOnce()) {
         let was = core::mem::replace(&mut self.attr.lock().state, STATE_ERR);
+        if was != STATE_ERR {
+            ib::trace::qp_state(self.qpn, was, STATE_ERR);
+        }
         first();
         self.flush_rq(rq);
         self.schedule();

@@ -175,6 +175,7 @@ impl Qp {
             };
             Arc::pin_init(
                 try_pin_init!(Qp {
+                    home: crate::wq::home_cpu(qpn),
                     qpn,
                     uid: super::next_uid(),
                     ib: handle,
@@ -388,6 +389,9 @@ impl Qp {
             }
             if mask & b::ib_qp_attr_mask_IB_QP_AV != 0 {
                 s.route = av.map(|av| av.route(qp.qpn, s.dest_qpn));
+            }
+            if s.state != new_state {
+                ib::trace::qp_state(qp.qpn, s.state, new_state);
             }
             s.state = new_state;
         }

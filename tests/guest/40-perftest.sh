@@ -48,8 +48,15 @@ run_pair() {
 	if [ $ok = 1 ]; then
 		ktap_test_pass "$name"
 	else
-		sed 's/^/# srv: /' "$log.srv" | tail -5
-		sed 's/^/# cli: /' "$log.cli" | tail -5
+		# Whole logs: the first error a tool prints says why (an rdma_cm
+		# event and its status), what follows is its cleanup.
+		grep -v '^ *[0-9]' "$log.srv" | sed 's/^/# srv: /' | tail -40
+		grep -v '^ *[0-9]' "$log.cli" | sed 's/^/# cli: /' | tail -40
+		rdma res show cm_id 2>/dev/null | sed 's/^/# cm_id: /'
+		for c in /sys/class/infiniband/oxe0/ports/1/cm_*/*; do
+			[ -f "$c" ] && [ "$(cat "$c")" != 0 ] && echo "# $c: $(cat "$c")"
+		done 2>/dev/null
+		dmesg | tail -10 | sed 's/^/# dmesg: /'
 		ktap_test_fail "$name"
 	fi
 }
