@@ -224,6 +224,7 @@ set output "{out}/bw.png"
 set multiplot layout 1,3 title "Loopback bandwidth on one guest (MB/s, log scale; medians)"
 set logscale xy
 set xrange [2:2048]
+set yrange [1:*]
 set xlabel "message size (KiB)"
 set key bottom right
 set grid
@@ -240,7 +241,7 @@ set output "{out}/reg.png"
 set multiplot layout 1,3 title "reg+dereg (us per operation, log scale; medians)"
 set ylabel "us"
 set xlabel "registered size (KiB)"
-set autoscale x
+set autoscale xy
 do for [i=0:2] {{
   set title word("4-KiB-pages THP on-demand", i+1)
   plot "{out}/reg.dat" index i using 1:2 w lp lw 2 t "oxe", \\

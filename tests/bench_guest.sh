@@ -16,7 +16,11 @@ dur=${OXE_BENCH_SECS:-2}
 port=19100
 
 if [ -z "$OXE_WIRE" ]; then
-	"$BIN/memcpy_bench" || echo "# memcpy_bench failed" >&2
+	# glibc copies mid-sized buffers with `rep movsb`, which TCG runs a byte
+	# at a time (oxe's kernel copy avoids it: README, "The data path"): the
+	# floor is the machine's fastest copy, glibc's vector loop.
+	GLIBC_TUNABLES=glibc.cpu.x86_rep_movsb_threshold=2147483647 "$BIN/memcpy_bench" ||
+		echo "# memcpy_bench failed" >&2
 	OXE_DEV=$dev "$BIN/mr_bench" || echo "# mr_bench failed" >&2
 fi
 
@@ -32,9 +36,11 @@ pt() {
 		sleep 0.1
 		i=$((i + 1))
 	done
-	line=$(timeout 120 $t -d "$dev" -F -p $port "$@" 10.77.0.1 2>/dev/null |
+	line=$(timeout 120 $t -d "$dev" -F -p $port "$@" 10.77.0.1 2>/tmp/bench-cli |
 		grep -E '^ +[0-9]+ +[0-9]+ ' | tail -1)
 	wait $srv
+	# A run that failed: why, on the console (the figure is reported missing).
+	[ -n "$line" ] || { echo "# $fig failed:"; tail -3 /tmp/bench-cli /tmp/bench-srv; } >&2
 	# shellcheck disable=SC2086
 	pt_line $t $line | sed "s|^pt $t |pt $fig |"
 }

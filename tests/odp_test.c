@@ -604,7 +604,7 @@ TEST_F(odp, file_pages_reclaimed_while_registered_come_back_right)
 }
 
 /*
- * Memory pressure: a registered buffer larger than its memory cgroup's limit
+ * Memory pressure: a registered buffer twice its memory cgroup's limit
  * (OXE_MEMCG, set up by 26-odp.sh with swap on zram). Writing it pushes most
  * of its pages to swap while registered; RDMA READs fault them back with the
  * bytes written, and RDMA WRITEs over it land where the CPU then reads them.
@@ -614,10 +614,11 @@ static long status_swap_kb(void)
 	return status_kb("VmSwap");
 }
 
-TEST_F(odp, anonymous_pages_swapped_out_under_a_memcg_limit_come_back_right)
+/* Swap on TCG is slow (KASAN: several times more): a timeout of its own. */
+TEST_F_TIMEOUT(odp, anonymous_pages_swapped_out_under_a_memcg_limit_come_back_right, 300)
 {
 	const char *cg = getenv("OXE_MEMCG");
-	size_t len = 64UL << 20, chunk = 1UL << 20, at;
+	size_t len = 24UL << 20, chunk = 1UL << 20, at;
 	char path[256], pid[32], *buf, *want, *io;
 	struct ibv_mr *mr, *io_mr;
 	struct loop l;
@@ -647,7 +648,7 @@ TEST_F(odp, anonymous_pages_swapped_out_under_a_memcg_limit_come_back_right)
 	pattern(buf, len, 3);
 	swapped = status_swap_kb();
 	TH_LOG("swapped out after writing %zu MiB: %ld KiB", len >> 20, swapped);
-	ASSERT_LT((long)(len >> 10) / 2, swapped);
+	ASSERT_LT((long)(len >> 10) / 4, swapped);
 	/* Faulted back by the responder, every byte as written. */
 	for (at = 0; at < len; at += chunk) {
 		memset(io, 0, chunk);
