@@ -19,7 +19,7 @@ use core::mem::size_of;
 use kernel::prelude::*;
 use kernel::sync::atomic::{ordering, Atomic};
 use kernel::sync::{Arc, Mutex, SpinLock};
-use kernel::workqueue::{DelayedWork, Work};
+use kernel::workqueue::{DelayedWork, RawWorkItem, Work};
 use kernel::xarray::{AllocKind, XArray};
 
 use crate::access::{self, PdId};
@@ -339,15 +339,24 @@ impl Qp {
 
     /// Runs the send task (completer, then requester) soon.
     pub(crate) fn schedule(self: &Arc<Self>) {
+        self.queue_task::<SEND>();
+    }
+
+    /// Queues task `ID` on oxe's queue: on the QP's home CPU with
+    /// `qp_spread`, else on the CPU queueing it.
+    fn queue_task<const ID: u64>(self: &Arc<Self>)
+    where
+        Arc<Self>: RawWorkItem<ID> + Send + 'static,
+    {
         if self.is_dead() {
             return;
         }
         match (self.home, crate::wq::queue()) {
             (Some(cpu), _) => {
-                let _ = crate::wq::enqueue_on::<_, SEND>(cpu, self.clone());
+                let _ = crate::wq::enqueue_on::<_, ID>(cpu, self.clone());
             }
             (None, Some(wq)) => {
-                let _ = wq.enqueue::<_, SEND>(self.clone());
+                let _ = wq.enqueue::<_, ID>(self.clone());
             }
             (None, None) => {}
         }
@@ -355,18 +364,7 @@ impl Qp {
 
     /// Runs the receive task (responder) soon.
     pub(crate) fn schedule_recv(self: &Arc<Self>) {
-        if self.is_dead() {
-            return;
-        }
-        match (self.home, crate::wq::queue()) {
-            (Some(cpu), _) => {
-                let _ = crate::wq::enqueue_on::<_, RECV>(cpu, self.clone());
-            }
-            (None, Some(wq)) => {
-                let _ = wq.enqueue::<_, RECV>(self.clone());
-            }
-            (None, None) => {}
-        }
+        self.queue_task::<RECV>();
     }
 
     /// A kernel client posted receives: in ERR they are flushed, by the
