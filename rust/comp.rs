@@ -257,15 +257,15 @@ fn read_response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCa
     let Some(p) = sq.inflight.front() else {
         return;
     };
-    // In order only, and for a READ (or ATOMIC_WRITE) at the head.
+    // In order only, and for a READ (or ATOMIC_WRITE or FLUSH) at the head.
     let expected = packet::psn_add(p.first_psn, p.done);
-    let empty_answer = matches!(p.op, Op::AtomicWrite(_));
+    let empty_answer = matches!(p.op, Op::AtomicWrite(_) | Op::Flush(_));
     if !(matches!(p.op, Op::Read(_)) || empty_answer) || p.done >= p.sent || h.psn != expected {
         answer_lost(qp, sq, h.psn);
         return;
     }
     if empty_answer {
-        // ATOMIC_WRITE's answer: one empty READ response.
+        // ATOMIC_WRITE's and FLUSH's answer: one empty READ response.
         sq.rd_answered();
         advance_una(sq, packet::psn_add(h.psn, 1));
         let status = if pkt.payload.len() == 0 {

@@ -100,7 +100,8 @@ impl OxeDevice {
             | b::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE
             | b::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW
             | b::ib_device_cap_flags_IB_DEVICE_MEM_WINDOW_TYPE_2B
-            | b::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE) as u64;
+            | b::ib_device_cap_flags_IB_DEVICE_ATOMIC_WRITE
+            | b::ib_device_cap_flags_IB_DEVICE_FLUSH_GLOBAL) as u64;
         a.kernel_cap_flags = u64::from(b::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG);
         if crate::mr::odp_enabled() {
             a.kernel_cap_flags |= u64::from(b::ib_kernel_cap_flags_IBK_ON_DEMAND_PAGING);
@@ -199,7 +200,8 @@ fn odp_caps() -> b::ib_odp_caps {
         | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_READ
         | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC
         | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SRQ_RECV
-        | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC_WRITE;
+        | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_ATOMIC_WRITE
+        | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_FLUSH;
     let uc = b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_SEND
         | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_RECV
         | b::ib_odp_transport_cap_bits_IB_ODP_SUPPORT_WRITE

@@ -17,7 +17,7 @@ use crate::bindings as b;
 use crate::comp;
 use crate::mr;
 use crate::net;
-use crate::packet::{self, op, AtomicEth, Deth, Hdr, Kind, Reth};
+use crate::packet::{self, flush, op, AtomicEth, Deth, Feth, Hdr, Kind, Reth};
 use crate::params::{self, cost, ACK_EVERY, BUDGET, MAX_UNACKED_PSNS};
 use crate::pkt::{Gather, Packet, Payload};
 use crate::qp::flight::{Op, Pending, Source};
@@ -277,6 +277,27 @@ fn send_packets(
             net::xmit(qp, attrs, Packet::with(hdr, Payload::Bytes(bytes)));
             Step::Progress
         }
+        Op::Flush(feth) => {
+            // Answered like ATOMIC_WRITE, and it holds a responder
+            // resource as rxe's does.
+            if sq.rd_requests >= rd_limit {
+                return Step::Blocked;
+            }
+            let mut hdr = Hdr::new(op::FLUSH, p.first_psn, dest);
+            hdr.ack_req = true;
+            hdr.reth = Some(Reth {
+                va: p.w.remote_addr,
+                rkey: p.w.rkey,
+                len: p.w.length,
+            });
+            hdr.feth = Some(*feth);
+            p.sent = 1;
+            sq.rd_requests += 1;
+            *budget -= 1;
+            sq.next += 1;
+            net::xmit(qp, attrs, Packet::new(hdr));
+            Step::Progress
+        }
         Op::Atomic(_) => {
             if sq.rd_requests >= rd_limit {
                 return Step::Blocked;
@@ -367,6 +388,7 @@ fn take(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) -> Take {
         Op::Message(_, src) => (packet::packets(src.total(), mtu), src.total()),
         Op::Read(sgl) => (packet::packets(sgl.total, mtu), sgl.total),
         Op::Atomic(_) | Op::AtomicWrite(_) => (1, 8),
+        Op::Flush(_) => (1, 0),
         Op::Failed(_) => (0, 0),
     };
     let p = Pending {
@@ -429,6 +451,20 @@ fn prepare(qp: &Qp, sq: &SendSide, w: &SendWqe) -> Result<Op, u32> {
             let mut bytes = [0u8; 8];
             bytes.copy_from_slice(v);
             return Ok(Op::AtomicWrite(bytes));
+        }
+        wr::FLUSH => {
+            // RC only. No type, an unknown one or an unknown level is the
+            // poster's mistake: caught here rather than NAKed by the peer.
+            // Persistence is the peer's to grant or refuse.
+            let types = flush::GLOBAL | flush::PERSISTENT;
+            let type_ok = w.flush_type != 0 && w.flush_type & !types == 0;
+            if !type_ok || !matches!(w.flush_level, flush::RANGE | flush::MR) {
+                return Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
+            }
+            return Ok(Op::Flush(Feth {
+                placement: w.flush_type,
+                level: w.flush_level,
+            }));
         }
         wr::ATOMIC_CMP_AND_SWP | wr::ATOMIC_FETCH_AND_ADD => {
             if w.num_sge != 1 {

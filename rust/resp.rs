@@ -31,7 +31,7 @@ use crate::stats::Counter;
 enum Reply {
     Ack,
     AtomicAck(u64),
-    /// ATOMIC_WRITE done: an empty READ response answers it.
+    /// ATOMIC_WRITE or FLUSH done: an empty READ response answers it.
     ReadAck,
     /// A READ was accepted: its responses go out from `RecvSide::read`.
     Read(u32),
@@ -259,7 +259,8 @@ fn atomic_ack(qp: &Qp, attrs: &Attrs, psn: u32, orig: u64) {
     respond(qp, attrs, h, Payload::empty());
 }
 
-/// The answer to ATOMIC_WRITE: a READ response with no data (rxe's too).
+/// The answer to ATOMIC_WRITE and FLUSH: a READ response with no data
+/// (rxe's too).
 fn read_ack(qp: &Qp, attrs: &Attrs, psn: u32) {
     let mut h = Hdr::new(op::READ_RESPONSE_ONLY, psn, 0);
     h.aeth = Some(Syndrome::Ack);
@@ -280,6 +281,8 @@ fn duplicate(qp: &Arc<Qp>, rq: &mut RecvSide, attrs: &Attrs, pkt: &Packet) {
         // An ATOMIC_WRITE is not made twice (a later WRITE may have
         // changed the bytes since): answered again only.
         op::ATOMIC_WRITE => read_ack(qp, attrs, h.psn),
+        // Done once is enough: what it made visible stays visible.
+        op::FLUSH => read_ack(qp, attrs, h.psn),
         // Atomics are never executed twice: the saved result is replayed.
         // One no longer remembered is a window behind: the requester cannot
         // be waiting for it.
@@ -546,6 +549,18 @@ fn request(
                 None => fatal(qp, rq, Nak::InvalidRequest),
             }
         }
+        op::FLUSH => {
+            let (Some(reth), Some(feth)) = (h.reth, h.feth) else {
+                return fatal(qp, rq, Nak::InvalidRequest);
+            };
+            if rq.progress.is_some() {
+                return fatal(qp, rq, Nak::InvalidRequest);
+            }
+            match flush(qp, attrs.access, reth, feth) {
+                Ok(()) => Reply::ReadAck,
+                Err(nak) => fatal(qp, rq, nak),
+            }
+        }
         op::COMPARE_SWAP | op::FETCH_ADD => {
             let Some(a) = h.atomic else {
                 return fatal(qp, rq, Nak::InvalidRequest);
@@ -585,6 +600,53 @@ fn request(
 fn complete_recv(qp: &Qp, rq: &mut RecvSide, cqe: Cqe, solicited: bool) {
     qp.consume_recv(rq);
     rq.completion = Some((cqe, solicited));
+}
+
+/// FLUSH (IBA 1.5 A19): makes what earlier requests placed in the MR
+/// globally visible, over the RETH's range or (level MR) the whole MR.
+/// oxe's copies are the CPU's own stores, so a full barrier before the
+/// answer is all it takes; the checks are rxe's: the QP and the MR (or a
+/// window, over the range) must grant the type's right, and the rkey is
+/// checked even for an empty range. Persistence is refused: no MR has that
+/// right (registration offers none).
+fn flush(qp: &Qp, qp_access: u32, reth: packet::Reth, feth: packet::Feth) -> Result<(), Nak> {
+    let types = packet::flush::GLOBAL | packet::flush::PERSISTENT;
+    let level_ok = matches!(feth.level, packet::flush::RANGE | packet::flush::MR);
+    if feth.placement == 0 || feth.placement & !types != 0 || !level_ok {
+        return Err(Nak::InvalidRequest);
+    }
+    let mut right = 0;
+    if feth.placement & packet::flush::GLOBAL != 0 {
+        right |= access::FLUSH_GLOBAL;
+    }
+    if feth.placement & packet::flush::PERSISTENT != 0 {
+        right |= access::FLUSH_PERSISTENT;
+    }
+    if qp_access & right != right {
+        return Err(Nak::RemoteAccess);
+    }
+    let req = Request {
+        key: reth.rkey,
+        pd: qp.pd,
+        iova: reth.va,
+        len: u64::from(reth.len),
+        rights: right,
+    };
+    let ok = if crate::mw_rules::is_mw(reth.rkey) {
+        crate::mw::resolve(qp.mws.get(), qp.uid, &req).is_some()
+    } else {
+        let m = mr::lookup(qp.keys.get(), reth.rkey).ok_or(Nak::RemoteAccess)?;
+        if feth.level == packet::flush::MR {
+            m.check_grant(&req).is_ok()
+        } else {
+            m.check(&req).is_ok()
+        }
+    };
+    if !ok {
+        return Err(Nak::RemoteAccess);
+    }
+    kernel::sync::barrier::smp_mb();
+    Ok(())
 }
 
 /// Checks the remote access of a WRITE, READ or atomic: the QP must allow

@@ -57,8 +57,8 @@ $A mckey
 $B mckey
 $A ib_send_bw -R -n 500
 $B ibv_rc_pingpong -s 4096 -n 200 -c @ipv6
-$A tests/bin/xfer_check -s 1048576 -n 100
-$B tests/bin/xfer_check -s 1000000 -n 20 @ipv6
+$A tests/bin/xfer_check -f -s 1048576 -n 100
+$B tests/bin/xfer_check -a -s 1000000 -n 20 @ipv6
 $A ib_write_bw -a -n 5
 $B ib_write_bw -a -n 5
 $B ib_read_bw -a -n 5

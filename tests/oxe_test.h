@@ -14,7 +14,9 @@
 #include <string.h>
 #include <unistd.h>
 #include <infiniband/verbs.h>
+#include <pthread.h>
 #include <rdma/ib_user_verbs.h>
+#include <rdma/rdma_user_rxe.h>
 
 static inline struct ibv_context *open_dev(void)
 {
@@ -301,6 +303,92 @@ static inline int rereg(struct ibv_mr *mr, int flags, struct ibv_pd *pd, int acc
 		return -errno;
 	if (rkey)
 		*rkey = resp.rkey;
+	return 0;
+}
+
+/* FLUSH (IBA 1.5): the kernel's uapi values, newer than Debian's headers. */
+#define UAPI_DEVICE_FLUSH_GLOBAL (1ULL << 38)
+#define UAPI_DEVICE_FLUSH_PERSISTENT (1ULL << 39)
+#define UAPI_ACCESS_FLUSH_GLOBAL (1 << 8)
+#define UAPI_ACCESS_FLUSH_PERSISTENT (1 << 9)
+#define UAPI_WR_FLUSH 14
+#define UAPI_WC_FLUSH 8
+#define FLUSH_TYPE_GLOBAL 1
+#define FLUSH_TYPE_PERSISTENT 2
+#define FLUSH_LEVEL_RANGE 0
+#define FLUSH_LEVEL_MR 1
+
+/*
+ * librxe v44 has no ibv_wr_flush (rdma-core v45 added it). Its other wr_*
+ * builders write a WQE at the SQ ring's cur_index and ibv_wr_complete()
+ * publishes them and rings the doorbell: a FLUSH WQE is written the same
+ * way, as rdma-core v46's wr_flush writes it, through librxe's private QP
+ * layout (providers/rxe/rxe.h of v44), checked against the ring before
+ * use. The WQE is rxe's user ABI from the kernel's rdma_user_rxe.h (its
+ * `flush` member is newer than Debian's copy of the header: offsets).
+ */
+struct librxe_wq {
+	struct rxe_queue_buf *queue;
+	pthread_spinlock_t lock;
+	unsigned int max_sge;
+	unsigned int max_inline;
+};
+
+struct librxe_qp {
+	struct {
+		union {
+			struct ibv_qp qp;
+			struct ibv_qp_ex qp_ex;
+		};
+		uint32_t comp_mask;
+		void *xrcd;
+	} vqp;
+	struct mminfo rq_mmap_info;
+	struct librxe_wq rq;
+	struct mminfo sq_mmap_info;
+	struct librxe_wq sq;
+	unsigned int ssn;
+	uint32_t cur_index;
+	int err;
+};
+
+/*
+ * Between ibv_wr_start and ibv_wr_complete, after other wr_* or none; -1 if
+ * the layout is not v44's or the SQ is full.
+ */
+static inline int librxe_wr_flush(struct ibv_qp_ex *qpx, uint32_t rkey, uint64_t addr,
+				  uint32_t len, uint8_t type, uint8_t level)
+{
+	struct librxe_qp *q = (struct librxe_qp *)qpx;
+	struct rxe_queue_buf *ring = q->sq.queue;
+	struct rxe_send_wqe *wqe;
+	uint8_t *f;
+
+	if (!ring || (1u << ring->log2_elem_size) < sizeof(*wqe) ||
+	    sizeof(*ring) + (((size_t)ring->index_mask + 1) << ring->log2_elem_size) >
+	    q->sq_mmap_info.size ||
+	    q->cur_index > ring->index_mask)
+		return -1;
+	/* Full: librxe's own builders fail the batch the same way. */
+	if (((q->cur_index + 1 - __atomic_load_n(&ring->consumer_index, __ATOMIC_ACQUIRE)) &
+	     ring->index_mask) == 0)
+		return -1;
+	wqe = (void *)(ring->data + ((q->cur_index & ring->index_mask) << ring->log2_elem_size));
+	memset(wqe, 0, sizeof(*wqe));
+	wqe->wr.wr_id = qpx->wr_id;
+	wqe->wr.opcode = UAPI_WR_FLUSH;
+	wqe->wr.send_flags = qpx->wr_flags;
+	/* As rdma-core v46's wr_flush: the length in dma, not in wr.flush. */
+	f = (uint8_t *)&wqe->wr.wr;
+	memcpy(f, &addr, 8);
+	memcpy(f + 12, &rkey, 4);
+	f[16] = type;
+	f[17] = level;
+	wqe->dma.length = len;
+	wqe->dma.resid = len;
+	wqe->iova = addr;
+	wqe->ssn = q->ssn++;
+	q->cur_index = (q->cur_index + 1) & ring->index_mask;
 	return 0;
 }
 

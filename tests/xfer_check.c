@@ -21,8 +21,16 @@
  * whole, right and later than the one before; it prints how many arrived.
  * Exits 0 when at least one did and all were right.
  *
- * Usage: xfer_check -d DEV -g GID_INDEX [-u] [-s SIZE] [-n ITERS] [-p PORT]
- *                   [-m MTU] [SERVER_ADDRESS]
+ * With -a (both sides; SIZE at least 16) the client's RDMA WRITE leaves
+ * the first 8 bytes of region 0 out and places them with an ATOMIC_WRITE;
+ * -f adds a FLUSH (global, over region 0) before the SEND: IBA 1.5's
+ * operations between two implementations (oxe and rdma_rxe), checked by
+ * the same byte comparison. Both are unsignaled (wr_id 100 and 200): an
+ * error still completes. rdma_rxe (7.2) drops a FLUSH that carries the
+ * standard ICRC (see README), so it takes -a only.
+ *
+ * Usage: xfer_check -d DEV -g GID_INDEX [-u | -a | -f] [-s SIZE] [-n ITERS]
+ *                   [-p PORT] [-m MTU] [SERVER_ADDRESS]
  * The server runs without an address; the client connects to it over TCP
  * to exchange QP numbers, PSNs, GIDs and the server's rkey.
  */
@@ -40,6 +48,8 @@
 #include <unistd.h>
 #include <infiniband/verbs.h>
 
+#include "oxe_test.h"
+
 #define NREGIONS 4
 #define STALL_S 60
 
@@ -56,6 +66,7 @@ static struct ibv_qp *qp;
 static struct ibv_mr *mr;
 static uint8_t *buf;
 static size_t size;
+static int atomic_write, flush;
 
 static uint8_t *region(int k)
 {
@@ -178,6 +189,41 @@ static void post_send(int k, enum ibv_wr_opcode op, const struct dest *rem, int 
 	}
 	if (ibv_post_send(qp, &wr, &bad)) {
 		perror("ibv_post_send");
+		exit(1);
+	}
+}
+
+/*
+ * -a: region 0 but its first 8 bytes by RDMA WRITE (signaled, as k), those
+ * 8 by ATOMIC_WRITE; -f: then a FLUSH of the region. Unsignaled.
+ */
+static void post_write_flush(int k, const struct dest *rem)
+{
+	struct ibv_qp_ex *qpx = ibv_qp_to_qp_ex(qp);
+	struct ibv_sge sge = { (uintptr_t)region(0) + 8, (uint32_t)size - 8, mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = k, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+		.send_flags = IBV_SEND_SIGNALED,
+		.wr.rdma = { .remote_addr = rem->addr + 8, .rkey = rem->rkey },
+	}, *bad;
+
+	if (ibv_post_send(qp, &wr, &bad)) {
+		perror("ibv_post_send");
+		exit(1);
+	}
+	ibv_wr_start(qpx);
+	qpx->wr_id = 100 + k;
+	qpx->wr_flags = 0;
+	ibv_wr_atomic_write(qpx, rem->rkey, rem->addr, region(0));
+	qpx->wr_id = 200 + k;
+	if (flush && librxe_wr_flush(qpx, rem->rkey, rem->addr, (uint32_t)size, FLUSH_TYPE_GLOBAL,
+			    FLUSH_LEVEL_RANGE)) {
+		ibv_wr_abort(qpx);
+		fprintf(stderr, "librxe's QP is not laid out as v44's: cannot post FLUSH\n");
+		exit(2);
+	}
+	if (ibv_wr_complete(qpx)) {
+		perror("ibv_wr_complete");
 		exit(1);
 	}
 }
@@ -398,8 +444,8 @@ int main(int argc, char **argv)
 	uint32_t iters = 100, it;
 	struct ibv_device **list;
 	struct ibv_port_attr pa;
-	struct ibv_qp_init_attr qa = {
-		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
+	struct ibv_qp_init_attr_ex qa = {
+		.cap = { .max_send_wr = 8, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1 },
 		.qp_type = IBV_QPT_RC,
 	};
 	struct ibv_qp_attr init = {
@@ -413,9 +459,11 @@ int main(int argc, char **argv)
 	double s;
 
 	size = 65536;
-	while ((opt = getopt(argc, argv, "d:g:s:n:p:m:u")) != -1) {
+	while ((opt = getopt(argc, argv, "d:g:s:n:p:m:uaf")) != -1) {
 		switch (opt) {
 		case 'u': uc = 1; break;
+		case 'f': flush = 1; atomic_write = 1; break;
+		case 'a': atomic_write = 1; break;
 		case 'd': devname = optarg; break;
 		case 'g': gidx = atoi(optarg); break;
 		case 's': size = strtoull(optarg, NULL, 0); break;
@@ -423,7 +471,7 @@ int main(int argc, char **argv)
 		case 'p': port = atoi(optarg); break;
 		case 'm': mtu_bytes = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: %s -d DEV -g GIDX [-u] [-s SIZE] [-n ITERS] [-p PORT] [-m MTU] [SERVER]\n",
+			fprintf(stderr, "usage: %s -d DEV -g GIDX [-u | -a | -f] [-s SIZE] [-n ITERS] [-p PORT] [-m MTU] [SERVER]\n",
 				argv[0]);
 			return 2;
 		}
@@ -431,8 +479,9 @@ int main(int argc, char **argv)
 	if (optind < argc)
 		server = argv[optind];
 	client = server != NULL;
-	if (!size || size > (1UL << 30) || !iters || (uc && size < 4)) {
-		fprintf(stderr, "SIZE must be 1 (4 with -u) .. 1 GiB, ITERS at least 1\n");
+	if (!size || size > (1UL << 30) || !iters || (uc && size < 4) ||
+	    (atomic_write && (uc || size < 16))) {
+		fprintf(stderr, "SIZE must be 1 (4 with -u, 16 with -a or -f) .. 1 GiB, ITERS at least 1; no -u with -a or -f\n");
 		return 2;
 	}
 	if (uc)
@@ -464,9 +513,18 @@ int main(int argc, char **argv)
 	}
 	memset(buf, 0, NREGIONS * size);
 	mr = ibv_reg_mr(pd, buf, NREGIONS * size, IBV_ACCESS_LOCAL_WRITE |
-			IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ);
+			IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+			(flush ? UAPI_ACCESS_FLUSH_GLOBAL : 0));
 	qa.send_cq = qa.recv_cq = cq;
-	qp = mr ? ibv_create_qp(pd, &qa) : NULL;
+	qa.pd = pd;
+	qa.comp_mask = IBV_QP_INIT_ATTR_PD;
+	if (atomic_write) {
+		init.qp_access_flags |= flush ? UAPI_ACCESS_FLUSH_GLOBAL : 0;
+		qa.comp_mask |= IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+		qa.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_SEND |
+				    IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_WRITE;
+	}
+	qp = mr ? ibv_create_qp_ex(ctx, &qa) : NULL;
 	if (!qp || ibv_modify_qp(qp, &init, IBV_QP_STATE | IBV_QP_PKEY_INDEX |
 				 IBV_QP_PORT | IBV_QP_ACCESS_FLAGS)) {
 		fprintf(stderr, "cannot register the MR or set up the QP: %s\n", strerror(errno));
@@ -523,7 +581,10 @@ int main(int argc, char **argv)
 			post_recv(2);
 			fill(region(0), it, 0);
 			fill(region(1), it, 1);
-			post_send(0, IBV_WR_RDMA_WRITE, &rem, 0);
+			if (atomic_write)
+				post_write_flush(0, &rem);
+			else
+				post_send(0, IBV_WR_RDMA_WRITE, &rem, 0);
 			post_send(1, IBV_WR_SEND, &rem, 0);
 			wait_for(SENT(0) | SENT(1) | RECEIVED(2));
 			if (check(region(2), it, 2, "SEND from the server"))

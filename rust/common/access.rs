@@ -17,7 +17,8 @@ pub const FLUSH_PERSISTENT: u32 = 1 << 9;
 /// ordering, bit 20).
 pub const OPTIONAL: u32 = 0x3ff0_0000;
 
-/// What oxe registers with. FLUSH_* are known but not offered.
+/// What oxe registers with. FLUSH_PERSISTENT is known but not offered: it
+/// needs persistent memory under the MR (rxe refuses other pages too).
 pub const SUPPORTED: u32 = LOCAL_WRITE
     | REMOTE_WRITE
     | REMOTE_READ
@@ -26,6 +27,7 @@ pub const SUPPORTED: u32 = LOCAL_WRITE
     | ZERO_BASED
     | ON_DEMAND
     | HUGETLB
+    | FLUSH_GLOBAL
     | OPTIONAL;
 
 /// Rights that make the pages writable by the device, so they are pinned
@@ -135,7 +137,8 @@ mod tests {
         assert_eq!(check_access(1 << 10), Err(RegError::Invalid));
         assert_eq!(check_access(1 << 31), Err(RegError::Invalid));
         assert_eq!(check_access(ON_DEMAND), Ok(()));
-        assert_eq!(check_access(FLUSH_GLOBAL), Err(RegError::NotSupported));
+        assert_eq!(check_access(FLUSH_GLOBAL), Ok(()));
+        assert_eq!(check_access(FLUSH_PERSISTENT), Err(RegError::NotSupported));
     }
 
     #[test]

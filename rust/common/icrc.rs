@@ -99,6 +99,21 @@ pub fn icrc_with(
     !update(crc, rest)
 }
 
+/// The ICRC that rdma_rxe (Linux 7.2 and before) puts on a FLUSH and
+/// expects on one: its opcode table gives FLUSH no payload offset, so the
+/// payload pass of its ICRC starts at the BTH again and covers the BTH
+/// (unmasked), FETH and RETH a second time. A FLUSH with the standard ICRC
+/// is dropped by rxe; oxe sends the standard one and takes either.
+pub fn rxe_flush_icrc_with(
+    mut update: impl FnMut(u32, &[u8]) -> u32,
+    ip: Ip<'_>,
+    udp: &[u8; 8],
+    ib: &[u8],
+) -> u32 {
+    let standard = icrc_with(&mut update, ip, udp, ib);
+    !update(!standard, ib)
+}
+
 /// The ICRC of a packet (`ib`: BTH to end of pad, without the ICRC).
 pub fn icrc(ip: Ip<'_>, udp: &[u8; 8], ib: &[u8]) -> u32 {
     icrc_with(crc32_le, ip, udp, ib)
@@ -271,5 +286,22 @@ pub(crate) mod tests {
             let changed = icrc_v6(&ip2, &udp2, &ib2) != base;
             prop_assert_eq!(changed, !masked, "byte {}", i);
         }
+    }
+
+    /// rxe's FLUSH ICRC is the standard one over the headers twice, the
+    /// second copy unmasked; it never equals the standard one.
+    #[test]
+    fn rxe_flush_icrc_covers_the_headers_twice() {
+        let ip = [
+            0x45, 0, 0, 64, 0, 0, 0x40, 0, 64, 17, 0, 0, 10, 77, 0, 2, 10, 77, 0, 1,
+        ];
+        let udp = [0xc0, 0x10, 0x12, 0xb7, 0, 44, 0x12, 0x34];
+        let mut ib = vec![0x1cu8, 0, 0xff, 0xff, 0, 0, 0, 17, 0x80, 0x12, 0x34, 0x56];
+        ib.extend_from_slice(&[0, 0, 0, 1]);
+        ib.extend_from_slice(&[0, 0, 0x7f, 0, 0, 0, 0x10, 0, 0, 0, 0x12, 0x34, 0, 1, 0, 0]);
+        let twice = [&ib[..], &ib[..]].concat();
+        let rxe = rxe_flush_icrc_with(crc32_le, Ip::V4(&ip), &udp, &ib);
+        assert_eq!(rxe, icrc_v4(&ip, &udp, &twice));
+        assert_ne!(rxe, icrc_v4(&ip, &udp, &ib));
     }
 }

@@ -222,6 +222,12 @@ impl Frame<'_> {
         icrc::icrc_with(update, self.ip, self.udp, self.ib.get(..end).unwrap_or(&[]))
     }
 
+    /// rdma_rxe's ICRC of a FLUSH ([`icrc::rxe_flush_icrc_with`]).
+    pub fn rxe_flush_icrc_with(&self, update: impl FnMut(u32, &[u8]) -> u32) -> u32 {
+        let end = self.ib.len().saturating_sub(ICRC_LEN);
+        icrc::rxe_flush_icrc_with(update, self.ip, self.udp, self.ib.get(..end).unwrap_or(&[]))
+    }
+
     /// The ICRC the packet carries.
     pub fn wire_icrc(&self) -> u32 {
         let end = self.ib.len().saturating_sub(ICRC_LEN);

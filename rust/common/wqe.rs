@@ -42,8 +42,10 @@ pub mod layout {
     pub const MW_MW_RKEY: usize = WR + 20;
     pub const MW_RKEY: usize = WR + 24;
     pub const MW_ACCESS: usize = WR + 28;
-    /// The `flush` member: the range (or, at level MR, any address of it),
-    /// the rkey, the placement type and the selectivity level.
+    /// The `flush` member: the range's start (or, at level MR, any address
+    /// of it), the rkey, the placement type and the selectivity level. Its
+    /// `length` is never read: librxe's wr_flush puts the range's length in
+    /// `dma.length` and leaves it zero, and rxe reads `dma` (as oxe does).
     pub const FLUSH_REMOTE_ADDR: usize = WR;
     pub const FLUSH_LENGTH: usize = WR + 8;
     pub const FLUSH_RKEY: usize = WR + 12;
@@ -118,8 +120,8 @@ pub struct SendWqe {
     /// BIND_MW: the bind (zero for other opcodes) and the MR's lkey.
     pub bind: crate::mw_rules::Bind,
     pub bind_mr_key: u32,
-    /// FLUSH: the range's length, the placement type and the level.
-    pub flush_len: u32,
+    /// FLUSH: the placement type and the level (the range's length is
+    /// `length`).
     pub flush_type: u8,
     pub flush_level: u8,
 }
@@ -217,7 +219,6 @@ impl SendWqe {
                 access: mw(MW_ACCESS),
             },
             bind_mr_key: mw(MW_MR_LKEY),
-            flush_len: if flush { u32_at(b, FLUSH_LENGTH) } else { 0 },
             flush_type: byte(FLUSH_TYPE),
             flush_level: byte(FLUSH_LEVEL),
         })
@@ -291,7 +292,6 @@ pub fn write_send(
         put(b, ATOMIC_RKEY, &w.rkey.to_ne_bytes());
     } else if w.opcode == wr::FLUSH {
         put(b, FLUSH_REMOTE_ADDR, &w.remote_addr.to_ne_bytes());
-        put(b, FLUSH_LENGTH, &w.flush_len.to_ne_bytes());
         put(b, FLUSH_RKEY, &w.rkey.to_ne_bytes());
         put(b, FLUSH_TYPE, &[w.flush_type]);
         put(b, FLUSH_LEVEL, &[w.flush_level]);
@@ -359,7 +359,7 @@ mod tests {
             send_flags: flags::SIGNALED,
             remote_addr: 0x7f00_0000_1000,
             rkey: 0x1234,
-            flush_len: 4096,
+            length: 4096,
             flush_type: 1,
             flush_level: 1,
             ..Default::default()

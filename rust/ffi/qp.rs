@@ -251,8 +251,9 @@ unsafe fn send_wqe(w: &b::ib_send_wr, ud: bool) -> Result<wqe::SendWqe> {
             x.compare_add = r.compare_add;
             x.swap = r.swap;
         }
-        // FLUSH is not offered (the device does not report it), and the
-        // kernel has no WR that would carry its range, type and level.
+        // The kernel has no WR that carries FLUSH's range, type and level
+        // (rxe takes the opcode and sends zeros): refused, where a user
+        // QP's FLUSH comes with all three in its WQE.
         wqe::wr::FLUSH => return Err(EINVAL),
         wqe::wr::REG_MR => {
             // SAFETY: `w` is embedded in an ib_reg_wr for this opcode.

@@ -410,6 +410,30 @@ impl MrRef {
         }
     }
 
+    /// [`Self::check`] without the range: key, PD and rights only (a FLUSH
+    /// of the whole MR names no range).
+    pub(crate) fn check_grant(&self, req: &mtt::Request) -> Result<(), mtt::AccessError> {
+        let grant = match &self.mr().kind {
+            Kind::User { rights, .. }
+            | Kind::Odp { rights, .. }
+            | Kind::DmaBuf { rights, .. }
+            | Kind::Implicit { rights, .. } => self.grant(rights),
+            Kind::Dma { pd, access } => Grant {
+                key: self.mr().key(),
+                pd: *pd,
+                access: *access,
+            },
+            Kind::Fast(f) => {
+                let f = f.lock();
+                if !f.valid {
+                    return Err(mtt::AccessError::BadKey);
+                }
+                f.grant
+            }
+        };
+        check_grant(&grant, req)
+    }
+
     /// Copies `len` bytes of `src`, from `pos` on, into the MR at `iova`.
     /// The caller checked the access.
     pub(crate) fn write(&self, iova: u64, src: Src<'_>, pos: usize, len: usize) -> bool {

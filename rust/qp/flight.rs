@@ -10,7 +10,7 @@ use kernel::prelude::*;
 use crate::bindings as b;
 use crate::ib::skb::Route;
 use crate::mr::Keys;
-use crate::packet::{self, Kind};
+use crate::packet::{self, Feth, Kind};
 use crate::pkt::{Gather, Payload};
 use crate::sgl::{MrCache, Sgl};
 use crate::wqe::{wr, SendWqe};
@@ -26,6 +26,7 @@ pub(crate) fn wc_opcode(opcode: u32) -> u32 {
         wr::REG_MR => b::ib_wc_opcode_IB_WC_REG_MR,
         wr::BIND_MW => b::ib_wc_opcode_IB_WC_BIND_MW,
         wr::ATOMIC_WRITE => b::ib_wc_opcode_IB_WC_ATOMIC_WRITE,
+        wr::FLUSH => b::ib_wc_opcode_IB_WC_FLUSH,
         _ => b::ib_wc_opcode_IB_WC_SEND,
     }
 }
@@ -40,6 +41,8 @@ pub(crate) enum Op {
     Atomic(Sgl),
     /// ATOMIC_WRITE, with its 8 bytes, answered by an empty READ response.
     AtomicWrite([u8; 8]),
+    /// FLUSH, answered the same way.
+    Flush(Feth),
     /// Failed before a packet went out: completes with this status when it
     /// reaches the head, in order.
     Failed(u32),

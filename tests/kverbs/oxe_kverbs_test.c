@@ -395,7 +395,7 @@ static void frmr_atomic_write(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, dst[1], 0);
 	sge.length = 4;
 	KUNIT_EXPECT_EQ(test, post(c, 1, &wr.wr), -EINVAL);
-	/* FLUSH is not offered, and no kernel WR could carry its arguments. */
+	/* No kernel WR carries FLUSH's range, type and level: refused. */
 	wr.wr.opcode = IB_WR_FLUSH;
 	KUNIT_EXPECT_EQ(test, post(c, 1, &wr.wr), -EINVAL);
 	unmap_sg(c);
