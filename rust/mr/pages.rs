@@ -285,7 +285,7 @@ impl Frag {
     /// Takes a reference on the fragment's page, for a packet that carries
     /// the page instead of a copy of its bytes.
     fn page_ref(&self) -> PageRef {
-        // SAFETY: a page the MR maps, kept so by the caller's reference on the MR; the reference taken here is dropped by `PageRef`.
+        // SAFETY: a page the MR maps, kept so by the caller's reference on the MR (pinned) or by the ODP lock held during `frags` (on demand); the reference taken here is dropped by `PageRef`.
         unsafe { b::oxe_get_page(self.0.pfn as c_ulong) };
         PageRef(self.0)
     }
@@ -509,13 +509,20 @@ impl MrRef {
 
 impl MrRef {
     /// Appends references on the pages of `[iova, iova + len)` to `out`
-    /// (which has the room), for a packet that carries them: user MRs only,
-    /// whose pages are pinned user memory. False for other kinds (the
+    /// (which has the room), for a packet that carries them: user memory
+    /// only, pinned or on demand. An ODP page is referenced while the MR's
+    /// lock holds it mapped (an invalidation waits), so the page outlives
+    /// the packet even if the process lets go of it meanwhile, as the bytes
+    /// a NIC had read would; nothing is pinned. False for other kinds (the
     /// kernel's memory behind a DMA or fast MR may be slab, which must not
-    /// be referenced this way) or a range the MR no longer maps; the caller
-    /// copies the bytes then. The caller checked the access.
+    /// be referenced this way; a dma-buf's pages are the exporter's) or a
+    /// range the MR no longer maps; the caller copies the bytes then. The
+    /// caller checked the access.
     pub(crate) fn page_refs(&self, iova: u64, len: u64, out: &mut KVec<PageRef>) -> bool {
-        if !matches!(self.mr().kind, Kind::User { .. }) {
+        if !matches!(
+            self.mr().kind,
+            Kind::User { .. } | Kind::Odp { .. } | Kind::Implicit { .. }
+        ) {
             return false;
         }
         self.frags(iova, len, false, |f| {
