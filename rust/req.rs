@@ -254,78 +254,67 @@ fn send_packets(
             }
             Step::Progress
         }
-        Op::AtomicWrite(v) => {
-            // Answered like a READ: it takes a responder resource too.
+        Op::AtomicWrite(_) | Op::Flush(_) | Op::Atomic(_) => {
+            // One request packet, answered like a READ: each holds a
+            // responder resource (rxe's responder keeps one for FLUSH too).
             if sq.rd_requests >= rd_limit {
                 return Step::Blocked;
             }
-            let mut bytes = KVVec::new();
-            if bytes.extend_from_slice(v, GFP_KERNEL).is_err() {
+            let Some(pkt) = one_packet_request(p, dest) else {
                 return Step::Blocked;
-            }
-            let mut hdr = Hdr::new(op::ATOMIC_WRITE, p.first_psn, dest);
-            hdr.ack_req = true;
-            hdr.reth = Some(Reth {
-                va: p.w.remote_addr,
-                rkey: p.w.rkey,
-                len: 8,
-            });
+            };
             p.sent = 1;
             sq.rd_requests += 1;
             *budget -= 1;
             sq.next += 1;
-            net::xmit(qp, attrs, Packet::with(hdr, Payload::Bytes(bytes)));
+            net::xmit(qp, attrs, pkt);
             Step::Progress
+        }
+    }
+}
+
+/// The packet of an ATOMIC_WRITE, a FLUSH or an atomic (`None`: no memory
+/// for the ATOMIC_WRITE's bytes now).
+fn one_packet_request(p: &Pending, dest: u32) -> Option<Packet> {
+    let reth = |len| {
+        Some(Reth {
+            va: p.w.remote_addr,
+            rkey: p.w.rkey,
+            len,
+        })
+    };
+    let (mut hdr, payload) = match &p.op {
+        Op::AtomicWrite(v) => {
+            let mut bytes = KVVec::new();
+            bytes.extend_from_slice(v, GFP_KERNEL).ok()?;
+            let mut hdr = Hdr::new(op::ATOMIC_WRITE, p.first_psn, dest);
+            hdr.reth = reth(8);
+            (hdr, Payload::Bytes(bytes))
         }
         Op::Flush(feth) => {
-            // Answered like ATOMIC_WRITE, and it holds a responder
-            // resource as rxe's does.
-            if sq.rd_requests >= rd_limit {
-                return Step::Blocked;
-            }
             let mut hdr = Hdr::new(op::FLUSH, p.first_psn, dest);
-            hdr.ack_req = true;
-            hdr.reth = Some(Reth {
-                va: p.w.remote_addr,
-                rkey: p.w.rkey,
-                len: p.w.length,
-            });
+            hdr.reth = reth(p.w.length);
             hdr.feth = Some(*feth);
-            p.sent = 1;
-            sq.rd_requests += 1;
-            *budget -= 1;
-            sq.next += 1;
-            net::xmit(qp, attrs, Packet::new(hdr));
-            Step::Progress
+            (hdr, Payload::empty())
         }
-        Op::Atomic(_) => {
-            if sq.rd_requests >= rd_limit {
-                return Step::Blocked;
-            }
-            let mut hdr = Hdr::new(
-                if p.w.opcode == wr::ATOMIC_CMP_AND_SWP {
-                    op::COMPARE_SWAP
-                } else {
-                    op::FETCH_ADD
-                },
-                p.first_psn,
-                dest,
-            );
-            hdr.ack_req = true;
+        _ => {
+            let opcode = if p.w.opcode == wr::ATOMIC_CMP_AND_SWP {
+                op::COMPARE_SWAP
+            } else {
+                op::FETCH_ADD
+            };
+            let mut hdr = Hdr::new(opcode, p.first_psn, dest);
             hdr.atomic = Some(AtomicEth {
                 va: p.w.remote_addr,
                 rkey: p.w.rkey,
                 swap: p.w.swap,
                 compare_add: p.w.compare_add,
             });
-            p.sent = 1;
-            sq.rd_requests += 1;
-            *budget -= 1;
-            sq.next += 1;
-            net::xmit(qp, attrs, Packet::new(hdr));
-            Step::Progress
+            (hdr, Payload::empty())
         }
-    }
+    };
+    hdr.ack_req = true;
+    Some(Packet::with(hdr, payload))
 }
 
 enum Take {
