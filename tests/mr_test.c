@@ -368,9 +368,13 @@ TEST_F(mr, bad_input_errnos)
 		{ "remote atomic without local write", (uintptr_t)buf, PAGE, (uintptr_t)buf,
 		  IBV_ACCESS_REMOTE_ATOMIC | IBV_ACCESS_REMOTE_READ, EINVAL },
 		{ "unknown access bit", (uintptr_t)buf, PAGE, (uintptr_t)buf, 1u << 12, EINVAL },
-		/* IB_ACCESS_FLUSH_GLOBAL: libibverbs v44 has no name for it. */
-		{ "FLUSH rights are not offered", (uintptr_t)buf, PAGE, (uintptr_t)buf,
-		  (1u << 8) | IBV_ACCESS_LOCAL_WRITE, EOPNOTSUPP },
+		/*
+		 * IB_ACCESS_FLUSH_PERSISTENT (libibverbs v44 has no name for
+		 * it): no guest page is persistent memory, so the device does
+		 * not offer it (FLUSH_GLOBAL is offered: dp.flush).
+		 */
+		{ "FLUSH_PERSISTENT is not offered", (uintptr_t)buf, PAGE, (uintptr_t)buf,
+		  (1u << 9) | IBV_ACCESS_LOCAL_WRITE, EOPNOTSUPP },
 		{ "zero length", (uintptr_t)buf, 0, (uintptr_t)buf, 0, EINVAL },
 		{ "start + length past the top of u64", UINTPTR_MAX - PAGE + 1, 2 * PAGE,
 		  UINTPTR_MAX - PAGE + 1, 0, EINVAL },
