@@ -17,7 +17,7 @@ use crate::bindings as b;
 use crate::comp;
 use crate::mr;
 use crate::net;
-use crate::packet::{self, flush, op, AtomicEth, Deth, Feth, Hdr, Kind, Reth};
+use crate::packet::{self, op, AtomicEth, Deth, Feth, Hdr, Kind, Reth};
 use crate::params::{self, cost, ACK_EVERY, BUDGET, MAX_UNACKED_PSNS};
 use crate::pkt::{Gather, Packet, Payload};
 use crate::qp::flight::{Op, Pending, Source};
@@ -445,15 +445,14 @@ fn prepare(qp: &Qp, sq: &SendSide, w: &SendWqe) -> Result<Op, u32> {
             // RC only. No type, an unknown one or an unknown level is the
             // poster's mistake: caught here rather than NAKed by the peer.
             // Persistence is the peer's to grant or refuse.
-            let types = flush::GLOBAL | flush::PERSISTENT;
-            let type_ok = w.flush_type != 0 && w.flush_type & !types == 0;
-            if !type_ok || !matches!(w.flush_level, flush::RANGE | flush::MR) {
-                return Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
-            }
-            return Ok(Op::Flush(Feth {
+            let feth = Feth {
                 placement: w.flush_type,
                 level: w.flush_level,
-            }));
+            };
+            if !feth.valid() {
+                return Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
+            }
+            return Ok(Op::Flush(feth));
         }
         wr::ATOMIC_CMP_AND_SWP | wr::ATOMIC_FETCH_AND_ADD => {
             if w.num_sge != 1 {

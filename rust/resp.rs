@@ -610,18 +610,10 @@ fn complete_recv(qp: &Qp, rq: &mut RecvSide, cqe: Cqe, solicited: bool) {
 /// checked even for an empty range. Persistence is refused: no MR has that
 /// right (registration offers none).
 fn flush(qp: &Qp, qp_access: u32, reth: packet::Reth, feth: packet::Feth) -> Result<(), Nak> {
-    let types = packet::flush::GLOBAL | packet::flush::PERSISTENT;
-    let level_ok = matches!(feth.level, packet::flush::RANGE | packet::flush::MR);
-    if feth.placement == 0 || feth.placement & !types != 0 || !level_ok {
+    if !feth.valid() {
         return Err(Nak::InvalidRequest);
     }
-    let mut right = 0;
-    if feth.placement & packet::flush::GLOBAL != 0 {
-        right |= access::FLUSH_GLOBAL;
-    }
-    if feth.placement & packet::flush::PERSISTENT != 0 {
-        right |= access::FLUSH_PERSISTENT;
-    }
+    let right = feth.rights();
     if qp_access & right != right {
         return Err(Nak::RemoteAccess);
     }

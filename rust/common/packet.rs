@@ -221,6 +221,30 @@ pub struct Feth {
     pub level: u8,
 }
 
+impl Feth {
+    /// At least one placement type, none unknown, and a known level: what
+    /// the requester asks of its poster and the responder of a request.
+    pub fn valid(&self) -> bool {
+        let types = flush::GLOBAL | flush::PERSISTENT;
+        self.placement != 0
+            && self.placement & !types == 0
+            && matches!(self.level, flush::RANGE | flush::MR)
+    }
+
+    /// The access rights (`crate::access`) the placement types need of the
+    /// QP and the MR.
+    pub fn rights(&self) -> u32 {
+        let mut right = 0;
+        if self.placement & flush::GLOBAL != 0 {
+            right |= crate::access::FLUSH_GLOBAL;
+        }
+        if self.placement & flush::PERSISTENT != 0 {
+            right |= crate::access::FLUSH_PERSISTENT;
+        }
+        right
+    }
+}
+
 /// `Feth::placement` bits and `Feth::level` values (ib_verbs.h's
 /// IB_FLUSH_*, the same on the wire).
 pub mod flush {
@@ -406,6 +430,31 @@ mod tests {
                 proptest::prop_assert_eq!(read_request_answered(done, count), done == index + again);
             }
         }
+    }
+
+    #[test]
+    fn feth_validity_and_rights() {
+        use crate::access::{FLUSH_GLOBAL, FLUSH_PERSISTENT};
+        let f = |placement, level| Feth { placement, level };
+        for level in [flush::RANGE, flush::MR] {
+            assert!(f(flush::GLOBAL, level).valid());
+            assert!(f(flush::PERSISTENT, level).valid());
+            assert!(f(flush::GLOBAL | flush::PERSISTENT, level).valid());
+            // No type, or an unknown one.
+            assert!(!f(0, level).valid());
+            assert!(!f(4, level).valid());
+            assert!(!f(flush::GLOBAL | 8, level).valid());
+        }
+        for level in 2..=255 {
+            assert!(!f(flush::GLOBAL, level).valid());
+        }
+        assert_eq!(f(flush::GLOBAL, 0).rights(), FLUSH_GLOBAL);
+        assert_eq!(f(flush::PERSISTENT, 0).rights(), FLUSH_PERSISTENT);
+        assert_eq!(
+            f(flush::GLOBAL | flush::PERSISTENT, 1).rights(),
+            FLUSH_GLOBAL | FLUSH_PERSISTENT
+        );
+        assert_eq!(f(0, 0).rights(), 0);
     }
 
     #[test]

@@ -392,14 +392,8 @@ impl MrRef {
                     _ => Err(mtt::AccessError::OutOfRange),
                 }
             }
-            Kind::Dma { pd, access } => {
-                let grant = Grant {
-                    key: self.mr().key(),
-                    pd: *pd,
-                    access: *access,
-                };
-                check_grant(&grant, req)
-            }
+            // No table: its range is any that does not wrap.
+            Kind::Dma { .. } => self.check_grant(req),
             Kind::Fast(f) => {
                 let f = f.lock();
                 if !f.valid {
@@ -410,8 +404,8 @@ impl MrRef {
         }
     }
 
-    /// [`Self::check`] without the range: key, PD and rights only (a FLUSH
-    /// of the whole MR names no range).
+    /// [`Self::check`] without the MR's range: key, PD, rights and a range
+    /// that does not wrap (a FLUSH of the whole MR names no range).
     pub(crate) fn check_grant(&self, req: &mtt::Request) -> Result<(), mtt::AccessError> {
         let grant = match &self.mr().kind {
             Kind::User { rights, .. }
