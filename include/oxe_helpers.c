@@ -85,6 +85,37 @@ unsigned int oxe_spread_cpu(unsigned int n)
 	return cpumask_local_spread(n % num_online_cpus(), NUMA_NO_NODE);
 }
 
+int oxe_idle_cpu_beside(void)
+{
+	int here, cpu;
+
+	/* A process in its system call: not a worker, not an interrupt. */
+	if (!in_task() || (current->flags & PF_WQ_WORKER))
+		return -1;
+	here = raw_smp_processor_id();
+#ifdef CONFIG_X86
+	/*
+	 * idle_cpu() is not exported; x86 exports each CPU's current task. A
+	 * racy read is enough for a placement hint, and a task seen running
+	 * is freed only after an RCU grace period.
+	 */
+	for_each_cpu_wrap(cpu, cpu_online_mask, here + 1) {
+		struct task_struct *t;
+		bool idle;
+
+		if (cpu == here)
+			continue;
+		rcu_read_lock();
+		t = READ_ONCE(per_cpu(current_task, cpu));
+		idle = t && is_idle_task(t);
+		rcu_read_unlock();
+		if (idle)
+			return cpu;
+	}
+#endif
+	return -1;
+}
+
 int oxe_udata_in_empty(struct ib_udata *udata)
 {
 	return ib_is_udata_in_empty(udata);

@@ -38,6 +38,12 @@ bool oxe_is_vlan_dev(struct net_device *ndev);
 unsigned int oxe_num_possible_cpus(void);
 /* The @n-th online CPU, counting around. */
 unsigned int oxe_spread_cpu(unsigned int n);
+/*
+ * From a process's system call, an online CPU other than this one that is
+ * idle now; -1 if none (or not known: only x86 tells), or if called from a
+ * worker or an interrupt.
+ */
+int oxe_idle_cpu_beside(void);
 
 int oxe_udata_in_empty(struct ib_udata *udata);
 int oxe_udata_copy_in(struct ib_udata *udata, void *dst, size_t len);

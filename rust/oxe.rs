@@ -103,6 +103,10 @@ module! {
             default: 0,
             description: "Run each QP's tasks on a CPU of its own (QPs spread over the online CPUs) instead of the CPU that queues them",
         },
+        peer_away: u8 {
+            default: 1,
+            description: "Run the work a process's post hands to a QP on an idle CPU beside the poster, if there is one (x86), rather than on the poster's (0)",
+        },
     },
 }
 

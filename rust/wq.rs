@@ -58,6 +58,22 @@ pub(crate) fn home_cpu(qpn: u32) -> Option<i32> {
     Some(unsafe { b::oxe_spread_cpu(qpn) } as i32)
 }
 
+/// An idle CPU beside the current one, when a process's system call (a
+/// post) hands work to a QP, with `peer_away`: the peer's responder then
+/// runs there while the poster goes on posting, instead of preempting it at
+/// the system call's exit. None when every other CPU is busy (a peer
+/// polling for the answer, as in a latency test: the hand-over then costs a
+/// preemption of that CPU, which staying here avoids), and for work queued
+/// by the workers themselves, which stays where they run.
+pub(crate) fn away_cpu() -> Option<i32> {
+    if *crate::module_parameters::peer_away.value() == 0 {
+        return None;
+    }
+    // SAFETY: reads the current context, the online mask and, under RCU, each CPU's current task.
+    let cpu = unsafe { b::oxe_idle_cpu_beside() };
+    (cpu >= 0).then_some(cpu)
+}
+
 /// Queues `w` on oxe's queue, to run on CPU `cpu`; None if there is no
 /// queue (module exit).
 pub(crate) fn enqueue_on<W: RawWorkItem<ID>, const ID: u64>(

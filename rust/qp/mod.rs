@@ -343,7 +343,8 @@ impl Qp {
     }
 
     /// Queues task `ID` on oxe's queue: on the QP's home CPU with
-    /// `qp_spread`, else on the CPU queueing it.
+    /// `qp_spread`, else on an idle CPU beside a posting process
+    /// (`peer_away`), else on the CPU queueing it.
     fn queue_task<const ID: u64>(self: &Arc<Self>)
     where
         Arc<Self>: RawWorkItem<ID> + Send + 'static,
@@ -351,7 +352,7 @@ impl Qp {
         if self.is_dead() {
             return;
         }
-        match (self.home, crate::wq::queue()) {
+        match (self.home.or_else(crate::wq::away_cpu), crate::wq::queue()) {
             (Some(cpu), _) => {
                 let _ = crate::wq::enqueue_on::<_, ID>(cpu, self.clone());
             }
