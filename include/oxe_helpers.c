@@ -355,6 +355,14 @@ struct workqueue_struct *oxe_alloc_wq(void)
 	return alloc_workqueue("oxe", WQ_PERCPU | WQ_HIGHPRI | WQ_MEM_RECLAIM, WQ_MAX_ACTIVE);
 }
 
+/* A turn of a QP task that has kept its CPU busy for yield_ms: at normal
+ * priority it shares the CPU with the processes there (oxe_alloc_wq's
+ * workers are nice -20). */
+struct workqueue_struct *oxe_alloc_normal_wq(void)
+{
+	return alloc_workqueue("oxe_normal", WQ_PERCPU | WQ_MEM_RECLAIM, WQ_MAX_ACTIVE);
+}
+
 unsigned long oxe_nsecs_to_jiffies(u64 ns)
 {
 	unsigned long j = nsecs_to_jiffies(ns);

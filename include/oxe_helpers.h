@@ -123,6 +123,7 @@ void oxe_cq_event(struct ib_cq *cq, enum ib_event_type type);
 void oxe_qp_event(struct ib_qp *qp, enum ib_event_type type);
 void oxe_srq_event(struct ib_srq *srq, enum ib_event_type type);
 struct workqueue_struct *oxe_alloc_wq(void);
+struct workqueue_struct *oxe_alloc_normal_wq(void);
 unsigned long oxe_nsecs_to_jiffies(u64 ns);
 
 /* Driver attributes of `rdma res show`: a RDMA_NLDEV_ATTR_DRIVER nest. */

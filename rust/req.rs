@@ -59,7 +59,9 @@ pub(crate) fn run(qp: &Arc<Qp>) {
     more |= !qp.inbox.lock().responses.is_empty() || sq.peer_full;
     drop(sq);
     if more {
-        qp.schedule();
+        qp.requeue();
+    } else {
+        qp.idle::<SEND>();
     }
 }
 

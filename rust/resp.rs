@@ -97,7 +97,9 @@ pub(crate) fn run(qp: &Arc<Qp>) {
     let more = rq.read.is_some() || !qp.inbox.lock().requests.is_empty();
     drop(rq);
     if more {
-        qp.schedule_recv();
+        qp.requeue_recv();
+    } else {
+        qp.idle::<{ crate::qp::RECV }>();
     }
 }
 

@@ -15,8 +15,10 @@ use kernel::workqueue::{self, DelayedWork, RawWorkItem, Work};
 use crate::bindings as b;
 
 static WQ: AtomicPtr<b::workqueue_struct> = AtomicPtr::new(ptr::null_mut());
+static NORMAL: AtomicPtr<b::workqueue_struct> = AtomicPtr::new(ptr::null_mut());
 
-/// Owns the workqueue; dropping it destroys the queue (draining it first).
+/// Owns the workqueues (high priority, and normal for `yield_ms`); dropping
+/// it destroys them (draining them first).
 pub(crate) struct Wq(());
 
 impl Wq {
@@ -26,17 +28,27 @@ impl Wq {
         if wq.is_null() {
             return Err(ENOMEM);
         }
+        // SAFETY: process context, module init.
+        let normal = unsafe { b::oxe_alloc_normal_wq() };
+        if normal.is_null() {
+            // SAFETY: allocated just above, nothing queued on it yet.
+            unsafe { b::destroy_workqueue(wq) };
+            return Err(ENOMEM);
+        }
         WQ.store(wq, Ordering::Release);
+        NORMAL.store(normal, Ordering::Release);
         Ok(Wq(()))
     }
 }
 
 impl Drop for Wq {
     fn drop(&mut self) {
-        let wq = WQ.swap(ptr::null_mut(), Ordering::AcqRel);
-        if !wq.is_null() {
-            // SAFETY: allocated in `create`; nothing queues work any more (no device is left), and destroy_workqueue drains what is queued.
-            unsafe { b::destroy_workqueue(wq) };
+        for q in [&WQ, &NORMAL] {
+            let wq = q.swap(ptr::null_mut(), Ordering::AcqRel);
+            if !wq.is_null() {
+                // SAFETY: allocated in `create`; nothing queues work any more (no device is left), and destroy_workqueue drains what is queued.
+                unsafe { b::destroy_workqueue(wq) };
+            }
         }
     }
 }
@@ -45,6 +57,14 @@ impl Drop for Wq {
 pub(crate) fn queue() -> Option<&'static workqueue::Queue> {
     let wq = WQ.load(Ordering::Acquire);
     // SAFETY: a live workqueue until module exit, which comes after every user of it (the QPs) is gone.
+    (!wq.is_null()).then(|| unsafe { workqueue::Queue::from_raw(wq) })
+}
+
+/// The normal-priority queue, for a turn of a task that has kept its CPU
+/// busy (`yield_ms`).
+pub(crate) fn normal() -> Option<&'static workqueue::Queue> {
+    let wq = NORMAL.load(Ordering::Acquire);
+    // SAFETY: as for `queue`.
     (!wq.is_null()).then(|| unsafe { workqueue::Queue::from_raw(wq) })
 }
 
@@ -108,3 +128,9 @@ pub(crate) fn flush_delayed<T, const ID: u64>(dwork: &DelayedWork<T, ID>) -> boo
 }
 
 const _: () = assert!(core::mem::offset_of!(b::delayed_work, work) == 0);
+
+/// The monotonic clock in nanoseconds.
+pub(crate) fn now_ns() -> u64 {
+    // SAFETY: reads the clock.
+    unsafe { kernel::bindings::ktime_get() as u64 }
+}

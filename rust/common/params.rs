@@ -83,6 +83,25 @@ pub const fn cost(payload: usize) -> u32 {
     }
 }
 
+/// Whether a task that requeues itself with work left takes its next turn
+/// at normal priority rather than on oxe's high-priority queue: once it has
+/// requeued itself without a break for more than `limit_ns` (0: never). A
+/// high-priority worker is nice -20; a task that keeps it busy for seconds
+/// (a flood of 1 MiB messages in 1 KiB packets) would leave a nice-0 process
+/// on its CPU about 1% of it, the poster of the flood included. `since` is
+/// when the streak began (0: none); returns the new `since` and the answer.
+/// A shared turn ends the streak, so a long flow yields once per `limit_ns`
+/// and a short burst keeps the high priority throughout.
+pub fn busy_streak(since: u64, now: u64, limit_ns: u64) -> (u64, bool) {
+    if since == 0 {
+        (now.max(1), false)
+    } else if limit_ns != 0 && now.saturating_sub(since) > limit_ns {
+        (0, true)
+    } else {
+        (since, false)
+    }
+}
+
 /// A requester asks for an ACK at least every this many packets of a long
 /// message, so that its window keeps moving.
 pub const ACK_EVERY: u32 = 32;
@@ -170,6 +189,30 @@ pub const fn eui64_from_mac(mac: [u8; 6]) -> [u8; 8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_busy_streak_yields_once_per_limit() {
+        let ms = 1_000_000;
+        // A streak begins at the first requeue, and a clock reading of 0
+        // still begins one.
+        assert_eq!(busy_streak(0, 5 * ms, 2 * ms), (5 * ms, false));
+        assert_eq!(busy_streak(0, 0, 2 * ms), (1, false));
+        // Within the limit it keeps the high priority.
+        assert_eq!(busy_streak(5 * ms, 7 * ms, 2 * ms), (5 * ms, false));
+        // Past it, one turn at normal priority, and the streak ends.
+        assert_eq!(busy_streak(5 * ms, 7 * ms + 1, 2 * ms), (0, true));
+        // A limit of 0 never yields; a clock that went back does not either.
+        assert_eq!(busy_streak(5 * ms, u64::MAX, 0), (5 * ms, false));
+        assert_eq!(busy_streak(5 * ms, ms, 2 * ms), (5 * ms, false));
+        // A long flow yields once per limit.
+        let (mut since, mut yields) = (0, 0);
+        for t in 0..=100u64 {
+            let (s, y) = busy_streak(since, 1 + t * ms / 10, 2 * ms);
+            since = s;
+            yields += u32::from(y);
+        }
+        assert_eq!(yields, 4);
+    }
 
     #[test]
     fn a_packet_costs_one_plus_its_pages_and_never_more_than_a_budget() {

@@ -250,6 +250,9 @@ pub(crate) struct Qp {
     pub(crate) max_recv_sge: u32,
     /// The CPU its tasks run on (`qp_spread`), or the one queueing them.
     pub(crate) home: Option<i32>,
+    /// Since when (ns) its receive and send tasks have requeued themselves
+    /// without a break (0: not busy), for `yield_ms`.
+    pub(crate) busy: [Atomic<u64>; 2],
     #[pin]
     pub(crate) attr: IrqSpinLock<Attrs>,
     #[pin]
@@ -361,6 +364,48 @@ impl Qp {
             }
             (None, None) => {}
         }
+    }
+
+    /// Requeues the send task after a turn that left work: on oxe's
+    /// high-priority queue, or for one turn on the normal-priority one once
+    /// it has kept requeueing itself for `yield_ms` (`params::busy_streak`;
+    /// with `qp_spread` it stays on its home CPU's high-priority queue).
+    pub(crate) fn requeue(self: &Arc<Self>) {
+        self.requeue_task::<SEND>();
+    }
+
+    /// Requeues the receive task, as `requeue`.
+    pub(crate) fn requeue_recv(self: &Arc<Self>) {
+        self.requeue_task::<RECV>();
+    }
+
+    // The normal-priority queue is another workqueue, so the kernel does not
+    // keep a turn there from running beside one on the high-priority queue
+    // (its non-reentrancy holds within a workqueue). Both tasks run wholly
+    // under the SQ or RQ mutex and return at once once the QP is dead, so
+    // two turns take their turns, and `teardown`'s flush, which waits for
+    // the instance queued last, leaves at most the end of a turn that has
+    // let go of its locks and holds only its reference to the QP.
+    fn requeue_task<const ID: u64>(self: &Arc<Self>)
+    where
+        Arc<Self>: RawWorkItem<ID> + Send + 'static,
+    {
+        let streak = &self.busy[usize::from(ID == SEND)];
+        let limit = u64::from(*crate::module_parameters::yield_ms.value()) * 1_000_000;
+        let (since, share) =
+            params::busy_streak(streak.load(ordering::Relaxed), crate::wq::now_ns(), limit);
+        streak.store(since, ordering::Relaxed);
+        match (share, self.home, crate::wq::normal()) {
+            (true, None, Some(wq)) if !self.is_dead() => {
+                let _ = wq.enqueue::<_, ID>(self.clone());
+            }
+            _ => self.queue_task::<ID>(),
+        }
+    }
+
+    /// A task's turn ended with nothing left: its busy streak ends.
+    pub(crate) fn idle<const ID: u64>(&self) {
+        self.busy[usize::from(ID == SEND)].store(0, ordering::Relaxed);
     }
 
     /// Runs the receive task (responder) soon.

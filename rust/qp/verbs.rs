@@ -176,6 +176,7 @@ impl Qp {
             Arc::pin_init(
                 try_pin_init!(Qp {
                     home: crate::wq::home_cpu(qpn),
+                    busy: [Atomic::new(0), Atomic::new(0)],
                     qpn,
                     uid: super::next_uid(),
                     ib: handle,
