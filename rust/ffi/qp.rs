@@ -300,9 +300,10 @@ pub(super) unsafe extern "C" fn post_send(
         // A user's doorbell: the system call's process context runs the send
         // task's first turn, as rxe does for user QPs, sparing a worker's
         // wake-up per post; a budget's worth at most, the rest is left to the
-        // workqueue. Only this QP's requester and completer run here: what
-        // goes to the peer is queued for its own task.
-        crate::req::run(qp);
+        // workqueue (and all of it when a turn holds the SQ). Only this QP's
+        // requester and completer run here: what goes to the peer is queued
+        // for its own task.
+        crate::req::run_or_queue(qp);
         return 0;
     }
     let ud = qp.ud();
