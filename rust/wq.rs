@@ -55,17 +55,25 @@ impl Drop for Wq {
 
 /// The queue, for as long as the module is loaded.
 pub(crate) fn queue() -> Option<&'static workqueue::Queue> {
-    let wq = WQ.load(Ordering::Acquire);
-    // SAFETY: a live workqueue until module exit, which comes after every user of it (the QPs) is gone.
-    (!wq.is_null()).then(|| unsafe { workqueue::Queue::from_raw(wq) })
+    loaded(&WQ)
 }
 
 /// The normal-priority queue, for a turn of a task that has kept its CPU
 /// busy (`yield_ms`).
 pub(crate) fn normal() -> Option<&'static workqueue::Queue> {
-    let wq = NORMAL.load(Ordering::Acquire);
-    // SAFETY: as for `queue`.
+    loaded(&NORMAL)
+}
+
+fn loaded(q: &AtomicPtr<b::workqueue_struct>) -> Option<&'static workqueue::Queue> {
+    let wq = q.load(Ordering::Acquire);
+    // SAFETY: a live workqueue until module exit, which comes after every user of it (the QPs) is gone.
     (!wq.is_null()).then(|| unsafe { workqueue::Queue::from_raw(wq) })
+}
+
+/// How long a task may keep requeueing itself on the high-priority queue
+/// before a turn at normal priority (`yield_ms`; 0: always high).
+pub(crate) fn yield_after_ns() -> u64 {
+    u64::from(*crate::module_parameters::yield_ms.value()) * 1_000_000
 }
 
 /// The CPU a QP's tasks run on with `qp_spread`: QPs in turn over the

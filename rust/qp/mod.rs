@@ -390,10 +390,12 @@ impl Qp {
     where
         Arc<Self>: RawWorkItem<ID> + Send + 'static,
     {
-        let streak = &self.busy[usize::from(ID == SEND)];
-        let limit = u64::from(*crate::module_parameters::yield_ms.value()) * 1_000_000;
-        let (since, share) =
-            params::busy_streak(streak.load(ordering::Relaxed), crate::wq::now_ns(), limit);
+        let streak = self.streak::<ID>();
+        let (since, share) = params::busy_streak(
+            streak.load(ordering::Relaxed),
+            crate::wq::now_ns(),
+            crate::wq::yield_after_ns(),
+        );
         streak.store(since, ordering::Relaxed);
         match (share, self.home, crate::wq::normal()) {
             (true, None, Some(wq)) if !self.is_dead() => {
@@ -403,9 +405,17 @@ impl Qp {
         }
     }
 
-    /// A task's turn ended with nothing left: its busy streak ends.
+    /// A task's turn ended with nothing left: its busy streak ends. Most
+    /// turns find none, and leave the QP's cache line unwritten.
     pub(crate) fn idle<const ID: u64>(&self) {
-        self.busy[usize::from(ID == SEND)].store(0, ordering::Relaxed);
+        let streak = self.streak::<ID>();
+        if streak.load(ordering::Relaxed) != 0 {
+            streak.store(0, ordering::Relaxed);
+        }
+    }
+
+    fn streak<const ID: u64>(&self) -> &Atomic<u64> {
+        &self.busy[usize::from(ID == SEND)]
     }
 
     /// Runs the receive task (responder) soon.
