@@ -159,13 +159,22 @@ void oxe_skb_consume(struct sk_buff *skb);
 const u8 *oxe_skb_network(struct sk_buff *skb, u32 *len);
 /*
  * Routes the packet and pushes its UDP and IP headers (IPv4 addresses are
- * the last 4 bytes of the 16): 0, -EHOSTUNREACH or -EAFNOSUPPORT.
+ * the last 4 bytes of the 16): 0, -EHOSTUNREACH or -EAFNOSUPPORT. With
+ * @id >= 0 it is a train's member (see oxe_skb_train_add): not routed, and
+ * @id is its IPv4 ID; else an ID is chosen for it.
  */
 int oxe_skb_push_ip(struct sk_buff *skb, struct net_device *ndev, bool ipv6,
 		    const u8 saddr[16], const u8 daddr[16], u16 sport,
-		    u8 tclass, u8 ttl);
+		    u8 tclass, u8 ttl, int id);
 /* Sends a packet made by oxe_skb_push_ip (consumes it). */
 int oxe_skb_send(struct sk_buff *skb);
+/* Packets a train may carry (see oxe_skb_train_add). */
+#define OXE_TRAIN_MAX 32
+/* Chains @skb (routed, with its ICRC) behind @first; @last is the train's end. */
+void oxe_skb_train_add(struct sk_buff *first, struct sk_buff **last,
+		       struct sk_buff *skb);
+/* Sends @first and the @npkts - 1 packets behind it (consumes them). */
+int oxe_skb_train_send(struct sk_buff *first, u16 npkts);
 /* hw counters: the descriptions of @num counters (NULL if not oxe's count), one value. */
 struct rdma_hw_stats *oxe_alloc_stats(int num);
 int oxe_netdev_mcast(struct net_device *ndev, const u8 mgid[16], bool add);

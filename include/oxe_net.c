@@ -212,7 +212,7 @@ static void oxe_push_udp(struct sk_buff *skb, u16 sport)
 
 int oxe_skb_push_ip(struct sk_buff *skb, struct net_device *ndev, bool ipv6,
 		    const u8 saddr[16], const u8 daddr[16], u16 sport,
-		    u8 tclass, u8 ttl)
+		    u8 tclass, u8 ttl, int id)
 {
 	struct net *net = dev_net(ndev);
 	struct dst_entry *dst;
@@ -228,12 +228,14 @@ int oxe_skb_push_ip(struct sk_buff *skb, struct net_device *ndev, bool ipv6,
 		memcpy(&fl.saddr, saddr + 12, 4);
 		memcpy(&fl.daddr, daddr + 12, 4);
 		fl.flowi4_proto = IPPROTO_UDP;
-		rt = ip_route_output_key(net, &fl);
-		if (IS_ERR(rt))
-			return -EHOSTUNREACH;
-		dst = &rt->dst;
 		memset(IPCB(skb), 0, sizeof(*IPCB(skb)));
-		skb_dst_set(skb, dst);
+		/* A train's member goes the way of its first. */
+		if (id < 0) {
+			rt = ip_route_output_key(net, &fl);
+			if (IS_ERR(rt))
+				return -EHOSTUNREACH;
+			skb_dst_set(skb, &rt->dst);
+		}
 		skb_push(skb, sizeof(*iph));
 		skb_reset_network_header(skb);
 		iph = ip_hdr(skb);
@@ -246,7 +248,15 @@ int oxe_skb_push_ip(struct sk_buff *skb, struct net_device *ndev, bool ipv6,
 		iph->ttl = ttl;
 		memcpy(&iph->saddr, saddr + 12, 4);
 		memcpy(&iph->daddr, daddr + 12, 4);
-		__ip_select_ident(net, iph, 1);
+		/*
+		 * A train's packets take consecutive IDs from its first, as
+		 * its segmentation writes them (the ICRC covers the ID); the
+		 * first reserves a train's worth.
+		 */
+		if (id < 0)
+			__ip_select_ident(net, iph, OXE_TRAIN_MAX);
+		else
+			iph->id = htons(id);
 		skb->protocol = htons(ETH_P_IP);
 		return 0;
 	}
@@ -262,15 +272,17 @@ int oxe_skb_push_ip(struct sk_buff *skb, struct net_device *ndev, bool ipv6,
 		memcpy(&fl6.saddr, saddr, 16);
 		memcpy(&fl6.daddr, daddr, 16);
 		fl6.flowi6_proto = IPPROTO_UDP;
-		dst = ip6_dst_lookup_flow(net, ns->sock6->sk, &fl6, NULL);
-		if (IS_ERR(dst))
-			return -EHOSTUNREACH;
-		if (dst->error) {
-			dst_release(dst);
-			return -EHOSTUNREACH;
-		}
 		memset(IP6CB(skb), 0, sizeof(*IP6CB(skb)));
-		skb_dst_set(skb, dst);
+		if (id < 0) {
+			dst = ip6_dst_lookup_flow(net, ns->sock6->sk, &fl6, NULL);
+			if (IS_ERR(dst))
+				return -EHOSTUNREACH;
+			if (dst->error) {
+				dst_release(dst);
+				return -EHOSTUNREACH;
+			}
+			skb_dst_set(skb, dst);
+		}
 		__skb_push(skb, sizeof(*ip6h));
 		skb_reset_network_header(skb);
 		ip6h = ipv6_hdr(skb);
@@ -298,6 +310,76 @@ int oxe_skb_send(struct sk_buff *skb)
 	else
 		err = ip6_local_out(net, NULL, skb);
 	return net_xmit_eval(err);
+}
+
+/*
+ * A train: packets of one route behind a first one, sent by one call as a
+ * UDP GSO skb whose segments are the packets themselves (SKB_GSO_FRAGLIST:
+ * each keeps its own headers and ICRC; the segmentation only renumbers the
+ * IPv4 IDs, from the first's, and sets the lengths back). A device without
+ * that offload (any real NIC, virtio-net) gets the segments as one list, so
+ * that it notifies the host once per train (xmit_more) instead of once per
+ * packet.
+ */
+void oxe_skb_train_add(struct sk_buff *first, struct sk_buff **last,
+		       struct sk_buff *skb)
+{
+	if (*last)
+		(*last)->next = skb;
+	else
+		skb_shinfo(first)->frag_list = skb;
+	*last = skb;
+	first->len += skb->len;
+	first->data_len += skb->len;
+	first->truesize += skb->truesize;
+}
+
+/*
+ * A device that would pass a train on whole (veth, lo: they advertise the
+ * fraglist offload) gets its packets one by one, as any receiver expects
+ * them; each shares the first's route.
+ */
+static int oxe_skb_train_unchain(struct sk_buff *first)
+{
+	struct sk_buff *skb = skb_shinfo(first)->frag_list, *next;
+	struct dst_entry *dst = skb_dst(first);
+	int err, ret;
+
+	skb_shinfo(first)->frag_list = NULL;
+	for (next = skb; next; next = next->next) {
+		first->truesize -= next->truesize;
+		skb_dst_set(next, dst_clone(dst));
+	}
+	first->len -= first->data_len;
+	first->data_len = 0;
+	ret = oxe_skb_send(first);
+	for (; skb; skb = next) {
+		next = skb->next;
+		skb_mark_not_on_list(skb);
+		err = oxe_skb_send(skb);
+		if (!ret)
+			ret = err;
+	}
+	return ret;
+}
+
+int oxe_skb_train_send(struct sk_buff *first, u16 npkts)
+{
+	if (npkts > 1 && (skb_dst(first)->dev->features & NETIF_F_GSO_FRAGLIST))
+		return oxe_skb_train_unchain(first);
+	if (npkts > 1) {
+		struct skb_shared_info *sh = skb_shinfo(first);
+
+		sh->gso_type = SKB_GSO_UDP_L4 | SKB_GSO_FRAGLIST;
+		sh->gso_size = skb_headlen(first) - skb_transport_offset(first) -
+			       sizeof(struct udphdr);
+		sh->gso_segs = npkts;
+		/* As GRO leaves a train; the segmentation sets it back. */
+		udp_hdr(first)->len = htons(first->len - skb_transport_offset(first));
+		/* The UDP checksum stays zero: no checksum to offload. */
+		first->ip_summed = CHECKSUM_UNNECESSARY;
+	}
+	return oxe_skb_send(first);
 }
 
 /* rdma_rxe's names where they mean the same (rxe_hw_counters.c); the order is rust/stats.rs's. */

@@ -10,7 +10,7 @@
 //! is the path to any other device, and, with the `wire_loopback` module
 //! parameter, also to this one.
 
-use crate::ib::skb::Route;
+use crate::ib::skb::{Route, Train};
 use crate::ip;
 use crate::packet;
 use crate::pkt::Packet;
@@ -22,19 +22,21 @@ use crate::udp;
 /// nobody takes (no such QP, a full queue, no route) is lost, as on a
 /// network: the requester's retransmit timer recovers.
 pub(crate) fn xmit(qp: &Qp, attrs: &Attrs, pkt: Packet) {
-    xmit_to(qp, attrs.route.as_ref(), pkt);
+    xmit_to(qp, attrs.route.as_ref(), pkt, None);
 }
 
 /// Sends `pkt` along `route` (a UD datagram's, from its AH), or hands it
-/// over to a QP of this device.
-pub(crate) fn xmit_to(qp: &Qp, route: Option<&Route>, mut pkt: Packet) {
+/// over to a QP of this device. On the wire it may wait in `train` (see
+/// `udp::send`), which the caller sends before its turn ends; every packet
+/// of one PSN sequence then goes through the train, to keep their order.
+pub(crate) fn xmit_to(qp: &Qp, route: Option<&Route>, mut pkt: Packet, train: Option<&mut Train>) {
     let stats = qp.stats.get();
     stats.inc(Counter::SentPkts);
     stats.add(Counter::SentBytes, pkt.wire_len() as u64);
     match route {
         Some(r) if !handed_over(route) => {
             let psn = pkt.hdr.psn;
-            if let Err(e) = udp::send(qp, r, pkt) {
+            if let Err(e) = udp::send(qp, r, pkt, train) {
                 udp::count(stats, &e, qp.qpn, psn);
             }
         }

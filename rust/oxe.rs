@@ -111,6 +111,10 @@ module! {
             default: 2,
             description: "A QP task that has requeued itself without a break for this many ms takes a turn at normal priority, sharing its CPU with the processes there (0: never)",
         },
+        train: u8 {
+            default: 8,
+            description: "Packets a QP's requester hands to the IP stack in one call on the wire, as one UDP GSO train, so that the NIC is notified once per train (at most 32; 0 or 1: each packet alone)",
+        },
     },
 }
 

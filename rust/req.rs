@@ -23,6 +23,7 @@ use crate::pkt::{Gather, Packet, Payload};
 use crate::qp::flight::{Op, Pending, Source};
 use crate::qp::{Attrs, Qp, SendSide, SEND, STATE_ERR, STATE_RTS, STATE_SQD};
 use crate::sgl::{MrCache, Sgl};
+use crate::udp;
 use crate::wqe::{self, flags, wr, SendWqe};
 
 impl WorkItem<SEND> for Qp {
@@ -68,6 +69,7 @@ fn turn(qp: &Arc<Qp>, mut sq: kernel::sync::MutexGuard<'_, SendSide>) {
         while qp.next_response().is_some() {}
     } else if attrs.state == STATE_RTS || attrs.state == STATE_SQD {
         more = send(qp, &mut sq, &attrs, &mut budget, &mut cache);
+        udp::send_train(qp, &mut sq.train);
         // A WQE that failed before a packet went out completes once it is
         // the head.
         comp::settle(qp, &mut sq);
@@ -227,7 +229,13 @@ fn send_packets(
                 }
                 p.sent += 1;
                 *budget = budget.saturating_sub(cost(n));
-                net::xmit_to(qp, route.as_ref(), Packet::with(hdr, payload));
+                // A datagram goes alone: its route is its own (an AH).
+                let train = if p.ud.is_none() {
+                    Some(&mut sq.train)
+                } else {
+                    None
+                };
+                net::xmit_to(qp, route.as_ref(), Packet::with(hdr, payload), train);
             }
             if p.sent >= p.npkts {
                 sq.next += 1;
@@ -266,7 +274,12 @@ fn send_packets(
                 p.sent += n;
                 sq.rd_requests += 1;
                 *budget -= 1;
-                net::xmit(qp, attrs, Packet::new(hdr));
+                net::xmit_to(
+                    qp,
+                    attrs.route.as_ref(),
+                    Packet::new(hdr),
+                    Some(&mut sq.train),
+                );
             }
             if p.sent >= p.npkts {
                 sq.next += 1;
@@ -286,7 +299,7 @@ fn send_packets(
             sq.rd_requests += 1;
             *budget -= 1;
             sq.next += 1;
-            net::xmit(qp, attrs, pkt);
+            net::xmit_to(qp, attrs.route.as_ref(), pkt, Some(&mut sq.train));
             Step::Progress
         }
     }

@@ -17,6 +17,7 @@ use crate::access;
 use crate::bindings as b;
 use crate::comp;
 use crate::cq::Cqe;
+use crate::ib::skb::Train;
 use crate::mr::{self, MrRef};
 use crate::mtt::Request;
 use crate::net;
@@ -27,6 +28,7 @@ use crate::qp::flight::{Progress, ReadServe};
 use crate::qp::{Attrs, Qp, RecvSide, RECV, STATE_ERR, STATE_RTR, STATE_RTS, STATE_SQD, STATE_SQE};
 use crate::sgl::MrCache;
 use crate::stats::Counter;
+use crate::udp;
 
 enum Reply {
     Ack,
@@ -338,8 +340,21 @@ fn start_read(
     Ok(count)
 }
 
-/// Sends the next READ response packets, within the budget.
+/// Sends the next READ response packets, within the budget, on the wire as
+/// trains (see `udp::send`), all sent before anything else is answered.
 fn serve_read(qp: &Arc<Qp>, rq: &mut RecvSide, budget: &mut u32, cache: &mut MrCache) {
+    let mut train = Train::new();
+    read_responses(qp, rq, budget, cache, &mut train);
+    udp::send_train(qp, &mut train);
+}
+
+fn read_responses(
+    qp: &Arc<Qp>,
+    rq: &mut RecvSide,
+    budget: &mut u32,
+    cache: &mut MrCache,
+    train: &mut Train,
+) {
     let attrs = qp.attrs();
     let Some(r) = rq.read.as_mut() else {
         return;
@@ -365,9 +380,11 @@ fn serve_read(qp: &Arc<Qp>, rq: &mut RecvSide, budget: &mut u32, cache: &mut MrC
                 return;
             }
             Err(Gather::Access) => {
-                // The MR went (or was invalidated) under the READ.
+                // The MR went (or was invalidated) under the READ: the NAK
+                // goes after the responses before it.
                 rq.read = None;
                 qp.set_error(rq);
+                udp::send_train(qp, train);
                 ack(qp, &attrs, psn, Syndrome::Nak(Nak::RemoteAccess));
                 return;
             }
@@ -376,9 +393,15 @@ fn serve_read(qp: &Arc<Qp>, rq: &mut RecvSide, budget: &mut u32, cache: &mut MrC
         if r.next == 0 || r.next + 1 == r.count {
             h.aeth = Some(Syndrome::Ack);
         }
+        h.qpn = attrs.dest_qpn;
         r.next += 1;
         *budget = budget.saturating_sub(cost(n));
-        respond(qp, &attrs, h, payload);
+        net::xmit_to(
+            qp,
+            attrs.route.as_ref(),
+            Packet::with(h, payload),
+            Some(train),
+        );
     }
     if r.next >= r.count {
         rq.read = None;

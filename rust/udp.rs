@@ -8,7 +8,7 @@
 //! packet is trusted before it is checked, and its payload is placed
 //! straight from the skb.
 
-use crate::ib::skb::{crc32_le, Route, Skb};
+use crate::ib::skb::{crc32_le, Route, Skb, Train};
 use crate::icrc::Ip;
 use crate::ip::{self, IPV4_LEN, IPV6_LEN, UDP_LEN};
 use kernel::alloc::KVVec;
@@ -36,11 +36,27 @@ pub(crate) enum Dropped {
 /// Sends `pkt` from `qp` along `route`. A packet that cannot go (no memory,
 /// no route) is lost, as on a network: the requester's timer recovers it.
 /// With `route.local` (loopback through the wire) it is received here, as
-/// rxe loops back packets to its own device.
-pub(crate) fn send(qp: &Qp, route: &Route, pkt: Packet) -> Result<(), Dropped> {
+/// rxe loops back packets to its own device. With a `train` it joins the
+/// train (sent first if the packet cannot join), and goes with it.
+pub(crate) fn send(
+    qp: &Qp,
+    route: &Route,
+    pkt: Packet,
+    train: Option<&mut Train>,
+) -> Result<(), Dropped> {
     let src = pkt.payload.src();
     let n = src.len();
     let len = wire::wire_len(pkt.hdr.opcode, n).ok_or(Dropped::Encode)?;
+    let len32 = u32::try_from(len).map_err(|_| Dropped::Encode)?;
+    let train = match train {
+        Some(t) if !route.local => {
+            if !t.takes(route, len32) {
+                send_train(qp, t);
+            }
+            Some(t)
+        }
+        _ => None,
+    };
     let mut skb = Skb::alloc(qp.ndev, len).ok_or(Dropped::NoMemory)?;
     let buf = skb.tx_mut();
     let at = wire::encode_hdr(&pkt.hdr, n, buf).map_err(|_| Dropped::Encode)?;
@@ -56,12 +72,28 @@ pub(crate) fn send(qp: &Qp, route: &Route, pkt: Packet) -> Result<(), Dropped> {
     rest.fill(0);
     // The payload's pages are not needed any more.
     drop(pkt);
-    skb.push_ip(qp.ndev, route).map_err(|_| Dropped::NoRoute)?;
+    let member = train.as_ref().and_then(|t| t.member_id());
+    skb.push_ip(qp.ndev, route, member)
+        .map_err(|_| Dropped::NoRoute)?;
     ip::put_icrc_with(skb.network_mut(), crc32_le).map_err(Dropped::Decode)?;
     if route.local {
         return receive(qp.peers.get(), skb);
     }
-    skb.send().map_err(|_| Dropped::NoRoute)
+    match train {
+        Some(t) => {
+            t.add(route, len32, skb);
+            Ok(())
+        }
+        None => skb.send().map_err(|_| Dropped::NoRoute),
+    }
+}
+
+/// Sends what `train` holds: a train the IP stack did not take is counted
+/// as one packet not sent (the requester's timer recovers it all).
+pub(crate) fn send_train(qp: &Qp, train: &mut Train) {
+    if train.send().is_err() {
+        count(qp.stats.get(), &Dropped::NoRoute, qp.qpn, 0);
+    }
 }
 
 /// Takes a packet from the wire for the device whose QPs are `qps`.

@@ -96,7 +96,8 @@ $A ib_send_lat"
 perf=
 [ -n "${OXE_PAIR_PERF:-}" ] && perf="perf record -q -e cpu-clock -a -g -o /tmp/perf.data --"
 ktap_print_header
-ktap_set_plan "$(echo "$list" | wc -l)"
+# oxe also checks its ICRC counter at the end (one more line).
+ktap_set_plan "$(($(echo "$list" | wc -l) + $([ "$drv" = oxe ] && echo 1 || echo 0)))"
 n=0
 echo "$list" | while read -r srv tool args; do
 	n=$((n + 1))
@@ -164,7 +165,11 @@ echo "$list" | while read -r srv tool args; do
 	# In the benchmark, each case's counters (they are cumulative) go
 	# to stats-N.txt: retransmits, RNR NAKs, drops are where time goes too.
 	[ -n "${OXE_PAIR_BENCH:-}" ] && [ "$role" != link ] &&
-		rdma statistic show link $dev/1 >"$OXE_OUT/stats-$n.txt" 2>&1
+		{ rdma statistic show link $dev/1
+		  # Packets per notification of the host (virtio's kicks).
+		  python3 tests/ethstat.py eth0 | grep -E '^(tx|rx)0_(kicks|drops) '
+		  for f in tx_packets rx_packets rx_dropped; do echo "$f $(cat /sys/class/net/eth0/statistics/$f)"; done
+		} >"$OXE_OUT/stats-$n.txt" 2>&1
 	if [ -n "$perf" ] && [ -f /tmp/perf.data ]; then
 		{ perf report -i /tmp/perf.data --stdio --no-children --sort sym -g none
 		  perf report -i /tmp/perf.data --stdio --no-children --sort comm -g none
@@ -185,5 +190,16 @@ echo "$list" | while read -r srv tool args; do
 		ktap_test_fail "$drv $role: $tool $args (exit $rc)"
 	fi
 done
+# Every packet that arrived had the ICRC its sender computed: oxe's trains
+# (packets the IP stack splits from one skb, renumbering their IPv4 IDs,
+# which the ICRC covers) and rxe's alike.
+if [ "$drv" = oxe ]; then
+	icrc=$(rdma statistic show link $dev/1 | grep -o 'icrc_err [0-9]*')
+	if [ "$icrc" = "icrc_err 0" ]; then
+		ktap_test_pass "oxe: no packet arrived with a bad ICRC"
+	else
+		ktap_test_fail "oxe: no packet arrived with a bad ICRC ($icrc)"
+	fi
+fi
 rdma link delete $dev
 [ "$drv" = oxe ] && oxe_unload || modprobe -r rdma_rxe

@@ -83,6 +83,39 @@ pub const fn cost(payload: usize) -> u32 {
     }
 }
 
+/// Packets a requester's turn may send as one train (`oxe_skb_train_send`:
+/// one UDP GSO skb whose segments are the packets): a NIC driver then
+/// notifies its device once per train rather than once per packet (the
+/// module's `train` sets the length, 8 by default). Between
+/// two TCG guests that notification (virtio's kick, a trapping write that
+/// takes QEMU's big lock) was a quarter of the sending vCPU under
+/// `ib_send_bw`. The C side reserves this many IPv4 IDs for each train.
+pub const TRAIN_MAX: u32 = 32;
+
+/// Bytes of a train, its IP and UDP headers included: an IPv4 total length
+/// holds all of it until the train is split.
+pub const TRAIN_BYTES: u32 = 60 * 1024;
+
+/// IP (v6, the larger) and UDP headers of a packet on the wire.
+const NET_HDRS: u32 = 40 + 8;
+
+/// Whether a packet of `len` bytes (from its BTH to its ICRC) joins a train
+/// of `npkts` packets holding `bytes` (headers included) whose first is
+/// `first_len` long (0: no train yet, and anything starts one), with trains
+/// of at most `max` packets (the module's `train`, up to `TRAIN_MAX`). The
+/// first sets the segment size: no later packet may be longer.
+pub fn train_takes(max: u32, npkts: u32, bytes: u32, first_len: u32, len: u32) -> bool {
+    npkts == 0
+        || (npkts < max.min(TRAIN_MAX)
+            && len <= first_len
+            && bytes.saturating_add(len).saturating_add(NET_HDRS) <= TRAIN_BYTES)
+}
+
+/// Bytes a packet of `len` adds to a train.
+pub const fn train_bytes(len: u32) -> u32 {
+    len.saturating_add(NET_HDRS)
+}
+
 /// Whether a task that requeues itself with work left takes its next turn
 /// at normal priority rather than on oxe's high-priority queue: once it has
 /// requeued itself without a break for more than `limit_ns` (0: never). A
@@ -189,6 +222,34 @@ pub const fn eui64_from_mac(mac: [u8; 6]) -> [u8; 8] {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_train_takes_packets_no_longer_than_its_first_within_its_limits() {
+        let m = TRAIN_MAX;
+        assert!(train_takes(m, 0, 0, 0, 4096));
+        let full = 1024 + 12 + 4;
+        assert!(train_takes(m, 1, train_bytes(full), full, full));
+        assert!(train_takes(m, 1, train_bytes(full), full, 40));
+        assert!(!train_takes(m, 1, train_bytes(40), 40, full));
+        assert!(!train_takes(m, TRAIN_MAX, train_bytes(40), 40, 40));
+        assert!(!train_takes(u32::MAX, TRAIN_MAX, train_bytes(40), 40, 40));
+        // 0 and 1: every packet alone.
+        assert!(!train_takes(0, 1, train_bytes(40), 40, 40));
+        assert!(!train_takes(1, 1, train_bytes(40), 40, 40));
+        assert!(train_takes(16, 15, 15 * train_bytes(40), 40, 40));
+        assert!(!train_takes(16, 16, 16 * train_bytes(40), 40, 40));
+        let mut n = 0;
+        let mut bytes = 0;
+        while train_takes(m, n, bytes, 4096 + 28 + 4, 4096 + 28 + 4) {
+            n += 1;
+            bytes += train_bytes(4096 + 28 + 4);
+        }
+        assert!(
+            bytes <= TRAIN_BYTES && n == 14,
+            "{n} packets, {bytes} bytes"
+        );
+        assert!(!train_takes(m, 1, u32::MAX, u32::MAX, u32::MAX));
+    }
 
     #[test]
     fn a_busy_streak_yields_once_per_limit() {

@@ -112,8 +112,9 @@ impl Skb {
         unsafe { core::slice::from_raw_parts_mut(self.tx, self.tx_len) }
     }
 
-    /// Routes the packet and puts the UDP and IP headers in front.
-    pub(crate) fn push_ip(&mut self, ndev: NetDev, r: &Route) -> Result {
+    /// Routes the packet and puts the UDP and IP headers in front; a train's
+    /// member (`member`: its IPv4 ID) is not routed, its first carries the route.
+    pub(crate) fn push_ip(&mut self, ndev: NetDev, r: &Route, member: Option<u16>) -> Result {
         // SAFETY: an skb of ours, built by `alloc` with the headroom; `ndev` referenced; the addresses are 16-byte arrays.
         kernel::error::to_result(unsafe {
             b::oxe_skb_push_ip(
@@ -125,8 +126,15 @@ impl Skb {
                 r.sport,
                 r.tclass,
                 r.ttl,
+                member.map_or(-1, i32::from),
             )
         })
+    }
+
+    fn into_raw(self) -> *mut b::sk_buff {
+        let skb = self.skb.as_ptr();
+        core::mem::forget(self);
+        skb
     }
 
     /// The bytes from the IP header to the end.
@@ -155,10 +163,106 @@ impl Skb {
 
     /// Hands the packet to the IP stack.
     pub(crate) fn send(self) -> Result {
-        let skb = self.skb.as_ptr();
-        core::mem::forget(self);
+        let skb = self.into_raw();
         // SAFETY: a routed skb of ours (`push_ip`); consumed by the call.
         kernel::error::to_result(unsafe { b::oxe_skb_send(skb) })
+    }
+}
+
+const _: () = assert!(b::OXE_TRAIN_MAX == crate::params::TRAIN_MAX);
+
+/// Packets of one route handed to the IP stack by one call (see
+/// `oxe_skb_train_add`): the first routed, the rest behind it, each with its
+/// headers and ICRC as it will go on the wire.
+pub(crate) struct Train {
+    first: Option<Skb>,
+    last: *mut b::sk_buff,
+    route: Option<Route>,
+    npkts: u32,
+    bytes: u32,
+    first_len: u32,
+    /// The first's IPv4 ID; the packets behind it take the next ones.
+    id: u16,
+}
+
+// SAFETY: the skbs are the train's alone (`last` points into `first`'s list), and move between threads as an owned skb does.
+unsafe impl Send for Train {}
+
+impl Train {
+    pub(crate) const fn new() -> Self {
+        Train {
+            first: None,
+            last: core::ptr::null_mut(),
+            route: None,
+            npkts: 0,
+            bytes: 0,
+            first_len: 0,
+            id: 0,
+        }
+    }
+
+    /// Whether a packet of `len` transport bytes along `r` can join.
+    pub(crate) fn takes(&self, r: &Route, len: u32) -> bool {
+        self.route.as_ref().is_none_or(|t| t == r)
+            && crate::params::train_takes(
+                u32::from(*crate::module_parameters::train.value()),
+                self.npkts,
+                self.bytes,
+                self.first_len,
+                len,
+            )
+    }
+
+    /// The IPv4 ID (for IPv6, any) of the packet that joins next, if it is
+    /// not the first.
+    pub(crate) fn member_id(&self) -> Option<u16> {
+        self.first
+            .as_ref()
+            .map(|_| self.id.wrapping_add(self.npkts as u16))
+    }
+
+    /// Adds a packet of `len` transport bytes along `r`, pushed with
+    /// `member_id()` and checked with `takes()`.
+    pub(crate) fn add(&mut self, r: &Route, len: u32, skb: Skb) {
+        match &self.first {
+            None => {
+                // The IPv4 header's ID field.
+                let net = skb.network();
+                self.id = match (r.ipv6, net.get(4..6)) {
+                    (false, Some(&[a, b])) => u16::from_be_bytes([a, b]),
+                    _ => 0,
+                };
+                self.first = Some(skb);
+                self.route = Some(*r);
+                self.npkts = 1;
+                self.first_len = len;
+                self.bytes = crate::params::train_bytes(len);
+            }
+            Some(first) => {
+                // SAFETY: `first` and `skb` are ours, `last` is null or the end of `first`'s list (set here); the train takes `skb`.
+                unsafe { b::oxe_skb_train_add(first.skb.as_ptr(), &mut self.last, skb.into_raw()) };
+                self.npkts += 1;
+                self.bytes = self.bytes.saturating_add(crate::params::train_bytes(len));
+            }
+        }
+    }
+
+    /// Hands the train to the IP stack (nothing if empty); it is empty after.
+    pub(crate) fn send(&mut self) -> Result {
+        let npkts = self.npkts as u16;
+        self.last = core::ptr::null_mut();
+        self.route = None;
+        self.npkts = 0;
+        self.bytes = 0;
+        self.first_len = 0;
+        match self.first.take() {
+            None => Ok(()),
+            Some(first) => {
+                let first = first.into_raw();
+                // SAFETY: a routed first with `npkts - 1` packets behind it; consumed by the call.
+                kernel::error::to_result(unsafe { b::oxe_skb_train_send(first, npkts) })
+            }
+        }
     }
 }
 

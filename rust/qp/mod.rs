@@ -28,7 +28,7 @@ use crate::bindings as b;
 use crate::cq::{Cqe, OxeCq};
 use crate::fifo::Fifo;
 use crate::ib::qp::QpHandle;
-use crate::ib::skb::{NetDev, Route};
+use crate::ib::skb::{NetDev, Route, Train};
 use crate::ib::{self, CoreRef};
 use crate::irqlock::{without_bh, IrqSpinLock};
 use crate::mr::Keys;
@@ -154,6 +154,9 @@ pub(crate) struct SendSide {
     /// UC over loopback: the peer's queue was full, the send task runs
     /// again once the peer had a turn.
     pub(crate) peer_full: bool,
+    /// The requester's packets on the wire, sent together at the end of
+    /// its turn (empty between turns).
+    pub(crate) train: Train,
 }
 
 impl SendSide {

@@ -17,7 +17,7 @@ use crate::ah::AhTable;
 use crate::bindings as b;
 use crate::cq::OxeCq;
 use crate::fifo::Fifo;
-use crate::ib::skb::NetDev;
+use crate::ib::skb::{NetDev, Train};
 use crate::ib::{self, udata, CoreRef, Udata};
 use crate::irqlock::new_irq_spinlock;
 use crate::mr::Keys;
@@ -212,6 +212,7 @@ impl Qp {
                         answer_gap: None,
                         rd_requests: 0,
                         peer_full: false,
+                        train: Train::new(),
                     }),
                     rq <- kernel::new_mutex!(RecvSide {
                         queue: rq,
