@@ -63,7 +63,7 @@ static struct ibv_context *ctx;
 static struct ibv_pd *pd;
 static struct ibv_cq *cq;
 static struct ibv_qp *qp;
-static struct ibv_mr *mr;
+static struct ibv_mr *mr, *mr0;
 static uint8_t *buf;
 static size_t size;
 static int atomic_write, flush;
@@ -535,6 +535,27 @@ int main(int argc, char **argv)
 	me.psn = lrand48() & 0xffffff;
 	me.rkey = mr->rkey;
 	me.addr = (uintptr_t)buf;
+	/*
+	 * -a and -f: the peer writes and reads through a second MR over the
+	 * same buffer at iova 0, so region 0 starts at address 0. rdma_rxe
+	 * (7.2) sends an ATOMIC_WRITE or a FLUSH it goes back over with va 0
+	 * (req_retry() resets the address of a WQE that is neither an atomic
+	 * nor a READ or WRITE to 0): with region 0 at 0 that address is the
+	 * right one, so a lossy link cannot fail the case by chance. It also
+	 * covers an MR whose iova is not its address.
+	 */
+	if (atomic_write) {
+		mr0 = ibv_reg_mr_iova(pd, buf, NREGIONS * size, 0,
+				      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
+				      IBV_ACCESS_REMOTE_READ |
+				      (flush ? UAPI_ACCESS_FLUSH_GLOBAL : 0));
+		if (!mr0) {
+			fprintf(stderr, "cannot register the MR at iova 0: %s\n", strerror(errno));
+			return 2;
+		}
+		me.rkey = mr0->rkey;
+		me.addr = 0;
+	}
 
 	fd = server ? connect_to(server, port) : listen_on(port);
 	if (fd < 0) {
@@ -627,6 +648,8 @@ int main(int argc, char **argv)
 	       iters, size, 2ULL * size * iters, s, s > 0 ? 2.0 * size * iters / s / 1e6 : 0);
 
 	ibv_destroy_qp(qp);
+	if (mr0)
+		ibv_dereg_mr(mr0);
 	ibv_dereg_mr(mr);
 	ibv_destroy_cq(cq);
 	ibv_dealloc_pd(pd);
