@@ -12,6 +12,10 @@ oxe) oxe_load && rdma link add oxe0 type oxe netdev eth0 ;;
 rxe) modprobe rdma_rxe && rdma link add rxe0 type rxe netdev eth0 ;;
 esac || { ktap_print_header; ktap_exit_fail_msg "no $drv device"; }
 dev=${drv}0
+if [ "$drv" = oxe ] && [ -n "${OXE_PAIR_TRACE:-}" ]; then
+	[ -d /sys/kernel/tracing/events ] || mount -t tracefs nodev /sys/kernel/tracing
+	echo 1 > /sys/kernel/tracing/events/oxe/enable
+fi
 wait_for 10 sh -c "grep -qs ffff:$(printf '%02x%02x:%02x%02x' $(echo "$me" | tr . ' ')) $IBDIR/$dev/ports/1/gids/*"
 gid=
 for g in "$IBDIR/$dev"/ports/1/gids/*; do
@@ -187,6 +191,7 @@ echo "$list" | while read -r srv tool args; do
 		done
 		echo "# eth0 tx_timeout $(cat /sys/class/net/eth0/queues/tx-0/tx_timeout 2>/dev/null)"
 		grep virtio /proc/interrupts | sed 's/^/# /'
+		[ -n "${OXE_PAIR_TRACE:-}" ] && [ "$drv" = oxe ] && grep -v "oxe_mr_" /sys/kernel/tracing/trace | tail -60 | sed 's/^/# T /'
 		ktap_test_fail "$drv $role: $tool $args (exit $rc)"
 	fi
 done
