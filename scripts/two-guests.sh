@@ -55,10 +55,10 @@ watch_stall() {
 # guest-pair.sh (udp_flood) stalled within 13-64 s without it.
 smp=${OXE_PAIR_SMP:-1,maxcpus=2}
 OXE_MONITOR=$out/a.mon OXE_SMP=$smp OXE_NETDEV=$(link $pa $pb) OXE_MAC=52:54:00:12:34:01 OXE_IP=10.77.0.1 \
-	"$OXE_ROOT/qemu/run-vm.sh" $(flag "$da") -k "$kdir" -o "$out/a" -t 1500 -- env OXE_PAIR_ONLY="${OXE_PAIR_ONLY:-}" OXE_PAIR_BENCH="${OXE_PAIR_BENCH:-}" OXE_PAIR_PERF="${OXE_PAIR_PERF:-}" OXE_PAIR_ARGS="${OXE_PAIR_ARGS:-}" OXE_PAIR_REPEAT="${OXE_PAIR_REPEAT:-}" OXE_PAIR_TRACE="${OXE_PAIR_TRACE:-}" OXE_MODPARAMS="${OXE_MODPARAMS:-}" tests/guest-pair.sh "$da" 10.77.0.2 &
+	"$OXE_ROOT/qemu/run-vm.sh" $(flag "$da") -k "$kdir" -o "$out/a" -t 1500 -- env OXE_PAIR_ONLY="${OXE_PAIR_ONLY:-}" OXE_PAIR_BENCH="${OXE_PAIR_BENCH:-}" OXE_PAIR_PERF="${OXE_PAIR_PERF:-}" OXE_PAIR_ARGS="${OXE_PAIR_ARGS:-}" OXE_PAIR_REPEAT="${OXE_PAIR_REPEAT:-}" OXE_PAIR_TRACE="${OXE_PAIR_TRACE:-}" OXE_MODPARAMS="${OXE_MODPARAMS:-}" OXE_PAIR_PEER="$db" tests/guest-pair.sh "$da" 10.77.0.2 &
 a=$!
 OXE_MONITOR=$out/b.mon OXE_SMP=$smp OXE_NETDEV=$(link $pb $pa) OXE_MAC=52:54:00:12:34:02 OXE_IP=10.77.0.2 \
-	"$OXE_ROOT/qemu/run-vm.sh" $(flag "$db") -k "$kdir" -o "$out/b" -t 1500 -- env OXE_PAIR_ONLY="${OXE_PAIR_ONLY:-}" OXE_PAIR_BENCH="${OXE_PAIR_BENCH:-}" OXE_PAIR_PERF="${OXE_PAIR_PERF:-}" OXE_PAIR_ARGS="${OXE_PAIR_ARGS:-}" OXE_PAIR_REPEAT="${OXE_PAIR_REPEAT:-}" OXE_PAIR_TRACE="${OXE_PAIR_TRACE:-}" OXE_MODPARAMS="${OXE_MODPARAMS:-}" tests/guest-pair.sh "$db" 10.77.0.1 &
+	"$OXE_ROOT/qemu/run-vm.sh" $(flag "$db") -k "$kdir" -o "$out/b" -t 1500 -- env OXE_PAIR_ONLY="${OXE_PAIR_ONLY:-}" OXE_PAIR_BENCH="${OXE_PAIR_BENCH:-}" OXE_PAIR_PERF="${OXE_PAIR_PERF:-}" OXE_PAIR_ARGS="${OXE_PAIR_ARGS:-}" OXE_PAIR_REPEAT="${OXE_PAIR_REPEAT:-}" OXE_PAIR_TRACE="${OXE_PAIR_TRACE:-}" OXE_MODPARAMS="${OXE_MODPARAMS:-}" OXE_PAIR_PEER="$da" tests/guest-pair.sh "$db" 10.77.0.1 &
 b=$!
 watch_stall $a $b &
 w=$!

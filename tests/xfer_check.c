@@ -29,7 +29,11 @@
  * error still completes. rdma_rxe (7.2) drops a FLUSH that carries the
  * standard ICRC (see README), so it takes -a only.
  *
- * Usage: xfer_check -d DEV -g GID_INDEX [-u | -a | -f] [-s SIZE] [-n ITERS]
+ * With -z the peer gets the rkey of a second MR over the same buffer at
+ * iova 0 (region 0 starts at address 0): for a peer that is rdma_rxe,
+ * which sends an ATOMIC_WRITE or FLUSH it goes back over with va 0.
+ *
+ * Usage: xfer_check -d DEV -g GID_INDEX [-u | -a | -f] [-z] [-s SIZE] [-n ITERS]
  *                   [-p PORT] [-m MTU] [SERVER_ADDRESS]
  * The server runs without an address; the client connects to it over TCP
  * to exchange QP numbers, PSNs, GIDs and the server's rkey.
@@ -66,7 +70,7 @@ static struct ibv_qp *qp;
 static struct ibv_mr *mr, *mr0;
 static uint8_t *buf;
 static size_t size;
-static int atomic_write, flush;
+static int atomic_write, flush, iova0;
 
 static uint8_t *region(int k)
 {
@@ -459,11 +463,12 @@ int main(int argc, char **argv)
 	double s;
 
 	size = 65536;
-	while ((opt = getopt(argc, argv, "d:g:s:n:p:m:uaf")) != -1) {
+	while ((opt = getopt(argc, argv, "d:g:s:n:p:m:uafz")) != -1) {
 		switch (opt) {
 		case 'u': uc = 1; break;
 		case 'f': flush = 1; atomic_write = 1; break;
 		case 'a': atomic_write = 1; break;
+		case 'z': iova0 = 1; break;
 		case 'd': devname = optarg; break;
 		case 'g': gidx = atoi(optarg); break;
 		case 's': size = strtoull(optarg, NULL, 0); break;
@@ -471,7 +476,7 @@ int main(int argc, char **argv)
 		case 'p': port = atoi(optarg); break;
 		case 'm': mtu_bytes = atoi(optarg); break;
 		default:
-			fprintf(stderr, "usage: %s -d DEV -g GIDX [-u | -a | -f] [-s SIZE] [-n ITERS] [-p PORT] [-m MTU] [SERVER]\n",
+			fprintf(stderr, "usage: %s -d DEV -g GIDX [-u | -a | -f] [-z] [-s SIZE] [-n ITERS] [-p PORT] [-m MTU] [SERVER]\n",
 				argv[0]);
 			return 2;
 		}
@@ -536,15 +541,16 @@ int main(int argc, char **argv)
 	me.rkey = mr->rkey;
 	me.addr = (uintptr_t)buf;
 	/*
-	 * -a and -f: the peer writes and reads through a second MR over the
-	 * same buffer at iova 0, so region 0 starts at address 0. rdma_rxe
-	 * (7.2) sends an ATOMIC_WRITE or a FLUSH it goes back over with va 0
+	 * -z: the peer writes and reads through a second MR over the same
+	 * buffer at iova 0, so region 0 starts at address 0. rdma_rxe (7.2)
+	 * sends an ATOMIC_WRITE or a FLUSH it goes back over with va 0
 	 * (req_retry() resets the address of a WQE that is neither an atomic
 	 * nor a READ or WRITE to 0): with region 0 at 0 that address is the
 	 * right one, so a lossy link cannot fail the case by chance. It also
-	 * covers an MR whose iova is not its address.
+	 * covers an MR whose iova is not its address. Without -z a requester
+	 * that did what rxe does fails the case.
 	 */
-	if (atomic_write) {
+	if (iova0) {
 		mr0 = ibv_reg_mr_iova(pd, buf, NREGIONS * size, 0,
 				      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
 				      IBV_ACCESS_REMOTE_READ |
