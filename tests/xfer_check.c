@@ -461,6 +461,7 @@ int main(int argc, char **argv)
 	enum ibv_mtu mtu;
 	char done[4];
 	double s;
+	int access;
 
 	size = 65536;
 	while ((opt = getopt(argc, argv, "d:g:s:n:p:m:uafz")) != -1) {
@@ -517,9 +518,9 @@ int main(int argc, char **argv)
 		return 2;
 	}
 	memset(buf, 0, NREGIONS * size);
-	mr = ibv_reg_mr(pd, buf, NREGIONS * size, IBV_ACCESS_LOCAL_WRITE |
-			IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
-			(flush ? UAPI_ACCESS_FLUSH_GLOBAL : 0));
+	access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ |
+		 (flush ? UAPI_ACCESS_FLUSH_GLOBAL : 0);
+	mr = ibv_reg_mr(pd, buf, NREGIONS * size, access);
 	qa.send_cq = qa.recv_cq = cq;
 	qa.pd = pd;
 	qa.comp_mask = IBV_QP_INIT_ATTR_PD;
@@ -551,10 +552,7 @@ int main(int argc, char **argv)
 	 * that did what rxe does fails the case.
 	 */
 	if (iova0) {
-		mr0 = ibv_reg_mr_iova(pd, buf, NREGIONS * size, 0,
-				      IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE |
-				      IBV_ACCESS_REMOTE_READ |
-				      (flush ? UAPI_ACCESS_FLUSH_GLOBAL : 0));
+		mr0 = ibv_reg_mr_iova(pd, buf, NREGIONS * size, 0, access);
 		if (!mr0) {
 			fprintf(stderr, "cannot register the MR at iova 0: %s\n", strerror(errno));
 			return 2;
