@@ -25,6 +25,7 @@ mod ah;
 mod bindings;
 mod comp;
 mod cq;
+mod crc;
 mod device;
 mod ffi;
 mod fifo;
@@ -115,6 +116,10 @@ module! {
             default: 8,
             description: "Packets a QP's requester hands to the IP stack in one call on the wire, as one UDP GSO train, so that the NIC is notified once per train (at most 32; 0 or 1: each packet alone)",
         },
+        icrc: u8 {
+            default: 0,
+            description: "The CRC-32 code of the ICRC: 0 the faster for headers and for payloads, timed at load; 1 the kernel's crc32_le(); 2 oxe's slice-by-8 tables",
+        },
     },
 }
 
@@ -129,6 +134,7 @@ struct OxeModule {
 
 impl kernel::Module for OxeModule {
     fn init(module: &'static ThisModule) -> Result<Self> {
+        crc::choose();
         let wq = wq::Wq::create()?;
         let net = ffi::net::Net::create()?;
         let link = link::Registrations::register(module)?;

@@ -8,7 +8,8 @@
 //! packet is trusted before it is checked, and its payload is placed
 //! straight from the skb.
 
-use crate::ib::skb::{crc32_le, Route, Skb, Train};
+use crate::crc::crc32_le;
+use crate::ib::skb::{Route, Skb, Train};
 use crate::icrc::Ip;
 use crate::ip::{self, IPV4_LEN, IPV6_LEN, UDP_LEN};
 use kernel::alloc::KVVec;

@@ -326,8 +326,9 @@ impl Drop for NetHold {
     }
 }
 
-/// The kernel's CRC-32 register update (`crc32_le()`), for the ICRC.
-pub(crate) fn crc32_le(crc: u32, data: &[u8]) -> u32 {
+/// The kernel's CRC-32 register update (`crc32_le()`), one of the ICRC's
+/// two (the other is in `common/icrc.rs`).
+pub(crate) fn kernel_crc32_le(crc: u32, data: &[u8]) -> u32 {
     // SAFETY: `data` is readable for its length.
     unsafe { b::oxe_crc32_le(crc, data.as_ptr(), data.len()) }
 }
