@@ -96,7 +96,8 @@ $A ib_send_lat"
 # OXE_PAIR_ONLY=REGEX: only the lines that match (both guests must agree).
 [ -n "${OXE_PAIR_ONLY:-}" ] && list=$(echo "$list" | grep -E "$OXE_PAIR_ONLY")
 # OXE_PAIR_PERF=1: each RDMA case under a system-wide perf profile, written
-# to $OXE_OUT/perf-N.txt (the symbols, then the same by command).
+# to $OXE_OUT/perf-N.txt (the symbols, then the same by command) and
+# perf-children-N.txt (each symbol with its callees).
 perf=
 [ -n "${OXE_PAIR_PERF:-}" ] && perf="perf record -q -e cpu-clock -a -g -o /tmp/perf.data --"
 ktap_print_header
@@ -182,6 +183,10 @@ echo "$list" | while read -r srv tool args; do
 		{ perf report -i /tmp/perf.data --stdio --no-children --sort sym -g none
 		  perf report -i /tmp/perf.data --stdio --no-children --sort comm -g none
 		} 2>/dev/null | grep -E '^ +[0-9]' >"$OXE_OUT/perf-$n.txt"
+		# The same with each symbol's callees counted in (what a call
+		# costs in all).
+		perf report -i /tmp/perf.data --stdio --children --sort sym -g none 2>/dev/null |
+			grep -E '^ +[0-9]' | head -150 >"$OXE_OUT/perf-children-$n.txt"
 		rm -f /tmp/perf.data
 	fi
 	if [ $rc = 0 ]; then
