@@ -77,7 +77,9 @@ $B ib_send_lat -a -n 5
 $A ib_send_lat -a -n 5"
 # OXE_PAIR_BENCH=1 (make bench-perftest MODE=pair): the seven perftests with
 # their defaults, A serving and B measuring; B writes "pt TEST VALUE UNIT"
-# lines to $OXE_OUT/bench.txt.
+# lines to $OXE_OUT/bench.txt. ib_atomic_bw runs 20000 atomics, about 2 s
+# here: its default 1000 are a 60-100 ms run, which one hiccup of the shared
+# host halves (stop 32: 0.0097 and 0.0178 Mpps for one driver in two boots).
 # The first line is the link's own ceiling: A sends B 1056-byte UDP datagrams
 # (a 1024-byte RoCE payload with its BTH, RETH and ICRC) as fast as it can,
 # B counts what arrives.
@@ -85,7 +87,7 @@ $A ib_send_lat -a -n 5"
 $A ib_write_bw
 $A ib_read_bw
 $A ib_send_bw
-$A ib_atomic_bw
+$A ib_atomic_bw -n 20000
 $A ib_write_lat
 $A ib_read_lat
 $A ib_send_lat"
