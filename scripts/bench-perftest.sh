@@ -4,8 +4,8 @@
 # for ROUNDS rounds (best of rounds). Prints each result and oxe/rxe.
 #
 # bench-perftest.sh pair (make bench-perftest MODE=pair): the seven perftests
-# with their defaults (ib_atomic_bw with -n 20000) between two guests on the private link of
-# scripts/two-guests.sh, oxe<->oxe against rxe<->rxe, alternating for ROUNDS
+# with their defaults (ib_atomic_bw with -n 20000) between two guests on the
+# private link of scripts/two-guests.sh, oxe<->oxe against rxe<->rxe, alternating for ROUNDS
 # rounds; guest A serves, guest B measures. Its first row is the link's
 # ceiling: UDP datagrams of a RoCE packet's size, A to B, no RDMA.
 set -euo pipefail

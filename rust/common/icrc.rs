@@ -49,8 +49,8 @@ fn t(k: usize, b: u64) -> u32 {
 }
 
 /// Advances a CRC-32 register over `data`, with no inversion on either
-/// side: the kernel's `crc32_le()`, which the kernel may call instead (see
-/// `icrc_with` and the kernel's `ib::skb::crc32_le`). Slice-by-8, with no
+/// side: the kernel's `crc32_le()`, which the kernel module may call instead
+/// (see `icrc_with`; the module's `crc.rs` picks one at load). Slice-by-8, with no
 /// vector registers: on short input, and where the CPU's carry-less
 /// multiply is emulated (QEMU's TCG), it beats the kernel's PCLMULQDQ code
 /// and its FPU save.
