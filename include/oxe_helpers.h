@@ -57,7 +57,7 @@ int oxe_respond_empty_udata(struct ib_udata *udata);
 int oxe_account_pinned(unsigned long npages, struct mm_struct **mmp);
 void oxe_unaccount_pinned(struct mm_struct *mm, unsigned long npages);
 
-unsigned long oxe_page_to_pfn(struct page *page);
+unsigned long oxe_pages_run(struct page **pages, unsigned long n, unsigned long *pfn);
 struct page *oxe_pfn_to_page(unsigned long pfn);
 void oxe_get_page(unsigned long pfn);
 void oxe_put_page(unsigned long pfn);

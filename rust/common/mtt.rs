@@ -48,6 +48,27 @@ impl RunBuilder {
         }
     }
 
+    /// Adds the next `count` pages, whose frames follow each other from
+    /// `pfn`: the same as pushing them one by one, in one step.
+    pub fn push_run(&mut self, pfn: u64, count: u64) -> Option<Run> {
+        if count == 0 {
+            return None;
+        }
+        let index = self.pages;
+        self.pages += count;
+        match &mut self.cur {
+            Some(run) if run.pfn.checked_add(run.count) == Some(pfn) => {
+                run.count += count;
+                None
+            }
+            cur => cur.replace(Run {
+                first: index,
+                pfn,
+                count,
+            }),
+        }
+    }
+
     /// The last run, once every page has been pushed.
     pub fn finish(self) -> Option<Run> {
         self.cur
@@ -468,6 +489,30 @@ mod tests {
                     prop_assert_eq!(sum, len);
                 }
             }
+        }
+
+        /// Pushing pages in contiguous pieces (as the pin loop does, a
+        /// piece per call of `oxe_pages_run`, cut wherever a batch ends)
+        /// builds the runs that pushing them one by one does.
+        #[test]
+        fn push_run_matches_push(pfns in layout(), cuts in prop::collection::vec(1usize..700, 1..40)) {
+            let mut b = RunBuilder::new();
+            let mut runs = Vec::new();
+            let (mut i, mut c) = (0usize, 0usize);
+            while i < pfns.len() {
+                // The contiguous piece from `i`, at most the next cut long.
+                let mut k = 1;
+                while i + k < pfns.len() && k < cuts[c % cuts.len()] && pfns[i + k] == pfns[i] + k as u64 {
+                    k += 1;
+                }
+                runs.extend(b.push_run(pfns[i], k as u64));
+                prop_assert_eq!(b.push_run(pfns[i] + k as u64, 0), None);
+                i += k;
+                c += 1;
+            }
+            prop_assert_eq!(b.pages(), pfns.len() as u64);
+            runs.extend(b.finish());
+            prop_assert_eq!(runs, build(&pfns));
         }
 
         #[test]

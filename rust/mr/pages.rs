@@ -85,13 +85,21 @@ impl Pinned {
                 unsafe { b::unpin_user_pages(pages.as_mut_ptr(), got as c_ulong) };
                 break Err(e.into());
             }
-            for i in 0..got {
-                // SAFETY: `i < got` pointers were written by the pin call.
-                let pfn = unsafe { b::oxe_page_to_pfn(*pages.as_ptr().add(i)) } as u64;
-                if let Some(run) = builder.push(pfn) {
+            // A piece of contiguous frames per call (a THP's 512 pages in
+            // one), not a call per page.
+            let mut i = 0;
+            while i < got {
+                let mut pfn: c_ulong = 0;
+                // SAFETY: `pages[i..got]` were written by the pin call, and `i < got`.
+                let k = unsafe {
+                    b::oxe_pages_run(pages.as_mut_ptr().add(i), (got - i) as c_ulong, &mut pfn)
+                };
+                let k = (k as usize).clamp(1, got - i);
+                if let Some(run) = builder.push_run(pfn as u64, k as u64) {
                     // Capacity was reserved above.
                     let _ = this.runs.push_within_capacity(run);
                 }
+                i += k;
             }
             va += got as u64 * PAGE_SIZE;
             left -= got as u64;
