@@ -8,7 +8,7 @@ export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
 
 KSRC = $(shell readlink -f $(KDIR)/source)
 TEST_CFLAGS = -O2 -g -Wall -I$(KSRC)/tools/testing/selftests -I$(KSRC)
-TEST_PROGS = tests/bin/mr_test tests/bin/mr_bench tests/bin/dp_test tests/bin/fault_test tests/bin/holder tests/bin/fuzz_verbs tests/bin/xfer_check tests/bin/udp_flood tests/bin/ud_test tests/bin/mw_test tests/bin/odp_test tests/bin/dmabuf_test tests/bin/memcpy_bench tests/bin/odp_bench
+TEST_PROGS = tests/bin/mr_test tests/bin/mr_bench tests/bin/dp_test tests/bin/fault_test tests/bin/holder tests/bin/fuzz_verbs tests/bin/xfer_check tests/bin/udp_flood tests/bin/udp_rr tests/bin/ud_test tests/bin/mw_test tests/bin/odp_test tests/bin/dmabuf_test tests/bin/memcpy_bench tests/bin/odp_bench
 
 all: modules
 

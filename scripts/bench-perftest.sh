@@ -7,7 +7,9 @@
 # with their defaults (ib_atomic_bw with -n 20000) between two guests on the
 # private link of scripts/two-guests.sh, oxe<->oxe against rxe<->rxe, alternating for ROUNDS
 # rounds; guest A serves, guest B measures. Its first row is the link's
-# ceiling: UDP datagrams of a RoCE packet's size, A to B, no RDMA.
+# ceiling: UDP datagrams of a RoCE packet's size, A to B, no RDMA; the row
+# above ib_atomic_bw is its transaction ceiling (udp_rr), the floor under
+# atomics.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 rounds=${ROUNDS:-2}
@@ -59,6 +61,9 @@ if mode == "pair":
     # The link itself: 1056-byte UDP datagrams (a 1024-byte RoCE payload's
     # packet size), one way, no RDMA; the same in both columns but for noise.
     tests.insert(0, "link_udp")
+    # Its transaction ceiling, the floor under ib_atomic_bw: 128 requests
+    # of an atomic's size in flight, each answered from user space.
+    tests.insert(4, "link_rr")
 for t in tests:
     v = {c: best.get((t, c)) for c in cols}
     x = v["rxe"]

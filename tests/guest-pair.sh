@@ -82,8 +82,11 @@ $A ib_send_lat -a -n 5"
 # host halves (stop 32: 0.0097 and 0.0178 Mpps for one driver in two boots).
 # The first line is the link's own ceiling: A sends B 1056-byte UDP datagrams
 # (a 1024-byte RoCE payload with its BTH, RETH and ICRC) as fast as it can,
-# B counts what arrives.
+# B counts what arrives. The second is its transaction ceiling, the floor
+# under atomics: B keeps 128 requests of an atomic's size in flight to A,
+# which answers each from user space (udp_rr).
 [ -n "${OXE_PAIR_BENCH:-}" ] && list="- tests/bin/udp_flood -t 20 -w 0 -p 2 -s 1056 -f $A $B
+- tests/bin/udp_rr -t 10 -f $B $A
 $A ib_write_bw
 $A ib_read_bw
 $A ib_send_bw
@@ -165,12 +168,13 @@ echo "$list" | while read -r srv tool args; do
 	res=$(grep -A1 '#bytes' /tmp/pair.out | tail -1 | tr -s ' \t' ' ')
 	case $tool in
 	*/xfer_check) res=$(grep 'checked in' /tmp/pair.out) ;;
-	*/udp_flood) res=$(tail -1 /tmp/pair.out) ;;
+	*/udp_flood | */udp_rr) res=$(tail -1 /tmp/pair.out) ;;
 	esac
 	if [ $rc = 0 ] && [ -n "${OXE_PAIR_BENCH:-}" ]; then
 		case $role in
 		client) pt_line $tool $res >>"$OXE_OUT/bench.txt" ;;
-		link) grep '^link:' /tmp/pair.out | awk '{print "pt link_udp", $2, "MB/s"}' >>"$OXE_OUT/bench.txt" ;;
+		link) grep '^link:' /tmp/pair.out | awk '{print "pt link_udp", $2, "MB/s"}' >>"$OXE_OUT/bench.txt"
+		      grep '^link_rr:' /tmp/pair.out | awk '{print "pt link_rr", $2 / 1e6, "Mpps"}' >>"$OXE_OUT/bench.txt" ;;
 		esac
 	fi
 	# In the benchmark, each case's counters (they are cumulative) go
