@@ -54,13 +54,14 @@ fn time(f: fn(u32, &[u8]) -> u32, data: &[u8], n: u32) -> u64 {
 }
 
 /// Sets the code for short and for long input, from the `icrc` parameter:
-/// 1 the kernel's, 2 the tables, else whichever was faster here on 20
-/// bytes (an IPv4 header) and on 1 KiB (a payload).
-pub(crate) fn choose() {
+/// 1 the kernel's, 2 the tables, 0 whichever was faster here on 20 bytes
+/// (an IPv4 header) and on 1 KiB (a payload). Any other value is refused
+/// (EINVAL, and the module does not load), not taken for one of these.
+pub(crate) fn choose() -> Result {
     let (short, long) = match *crate::module_parameters::icrc.value() {
         1 => (false, false),
         2 => (true, true),
-        _ => {
+        0 => {
             let buf = [0x5au8; 1024];
             let (hdr, payload) = (&buf[..20], &buf[..]);
             let k = (
@@ -87,7 +88,15 @@ pub(crate) fn choose() {
                 (t.0 < k.0, t.1 < k.1)
             }
         }
+        v => {
+            pr_err!(
+                "icrc={}: 0 (timed at load), 1 (crc32_le()) or 2 (tables)\n",
+                v
+            );
+            return Err(EINVAL);
+        }
     };
     TABLES_SHORT.store(short, Ordering::Relaxed);
     TABLES_LONG.store(long, Ordering::Relaxed);
+    Ok(())
 }

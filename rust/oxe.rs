@@ -118,7 +118,7 @@ module! {
         },
         icrc: u8 {
             default: 0,
-            description: "The CRC-32 code of the ICRC: 0 the faster for headers and for payloads, timed at load; 1 the kernel's crc32_le(); 2 oxe's slice-by-8 tables",
+            description: "The CRC-32 code of the ICRC: 0 the faster for headers and for payloads, timed at load; 1 the kernel's crc32_le(); 2 oxe's slice-by-8 tables (anything else: the module does not load)",
         },
     },
 }
@@ -134,7 +134,7 @@ struct OxeModule {
 
 impl kernel::Module for OxeModule {
     fn init(module: &'static ThisModule) -> Result<Self> {
-        crc::choose();
+        crc::choose()?;
         let wq = wq::Wq::create()?;
         let net = ffi::net::Net::create()?;
         let link = link::Registrations::register(module)?;

@@ -4,7 +4,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 ktap_print_header
-ktap_set_plan 32
+ktap_set_plan 33
 
 # --- module
 check "module loads" oxe_load
@@ -12,6 +12,10 @@ check "module unloads" oxe_unload
 ok=true
 for i in 1 2 3 4 5; do oxe_load && oxe_unload || ok=false; done
 check "module load/unload 5 times" $ok
+# A parameter out of its range is refused, not taken for another value.
+check "icrc=3 is refused (EINVAL, a message), then a plain load works" sh -c \
+	'! modprobe rdma_oxe icrc=3 2>/dev/null && ! [ -d /sys/module/rdma_oxe ] &&
+	 dmesg | grep -q "icrc=3: 0" && modprobe rdma_oxe && modprobe -r rdma_oxe'
 
 # --- the rdma-link-oxe alias: rdma link add loads the module itself
 check "rdma link add autoloads rdma_oxe" sh -c 'rdma link add oxe0 type oxe netdev eth0 && [ -d /sys/module/rdma_oxe ]'
