@@ -85,9 +85,14 @@ unsigned int oxe_spread_cpu(unsigned int n)
 	return cpumask_local_spread(n % num_online_cpus(), NUMA_NO_NODE);
 }
 
-int oxe_idle_cpu_beside(void)
+/*
+ * An idle online CPU other than this one, for work a process's post hands
+ * over; with busy_too, the first other online CPU if none is idle. -1 when
+ * called from a worker or an interrupt, or when there is none.
+ */
+int oxe_idle_cpu_beside(bool busy_too)
 {
-	int here, cpu;
+	int here, cpu, other = -1;
 
 	/* A process in its system call: not a worker, not an interrupt. */
 	if (!in_task() || (current->flags & PF_WQ_WORKER))
@@ -105,6 +110,8 @@ int oxe_idle_cpu_beside(void)
 
 		if (cpu == here)
 			continue;
+		if (other < 0)
+			other = cpu;
 		rcu_read_lock();
 		t = READ_ONCE(per_cpu(current_task, cpu));
 		idle = t && is_idle_task(t);
@@ -112,6 +119,8 @@ int oxe_idle_cpu_beside(void)
 		if (idle)
 			return cpu;
 	}
+	if (busy_too)
+		return other;
 #endif
 	return -1;
 }

@@ -43,7 +43,7 @@ unsigned int oxe_spread_cpu(unsigned int n);
  * idle now; -1 if none (or not known: only x86 tells), or if called from a
  * worker or an interrupt.
  */
-int oxe_idle_cpu_beside(void);
+int oxe_idle_cpu_beside(bool busy_too);
 
 int oxe_udata_in_empty(struct ib_udata *udata);
 int oxe_udata_copy_in(struct ib_udata *udata, void *dst, size_t len);

@@ -108,6 +108,10 @@ module! {
             default: 1,
             description: "Run the work a process's post hands to a QP on an idle CPU beside the poster, if there is one (x86), rather than on the poster's (0)",
         },
+        away_bytes: u32 {
+            default: 16384,
+            description: "With peer_away, a post's request of this many payload bytes or more goes to another CPU even when that CPU is busy, its copy worth the preemption (0: only to an idle one)",
+        },
         yield_ms: u8 {
             default: 2,
             description: "A QP task that has requeued itself without a break for this many ms takes a turn at normal priority, sharing its CPU with the processes there (0: never)",

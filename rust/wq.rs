@@ -93,12 +93,18 @@ pub(crate) fn home_cpu(qpn: u32) -> Option<i32> {
 /// polling for the answer, as in a latency test: the hand-over then costs a
 /// preemption of that CPU, which staying here avoids), and for work queued
 /// by the workers themselves, which stays where they run.
-pub(crate) fn away_cpu() -> Option<i32> {
+///
+/// A request of `away_bytes` of payload or more (`bytes`) goes to another
+/// CPU even when it is busy: the copy is worth the preemption, and the
+/// process there is often the receiver polling for it (ib_send_bw's
+/// server), while staying here takes the poster's CPU for the copy.
+pub(crate) fn away_cpu_for(bytes: usize) -> Option<i32> {
     if *crate::module_parameters::peer_away.value() == 0 {
         return None;
     }
+    let min = *crate::module_parameters::away_bytes.value() as usize;
     // SAFETY: reads the current context, the online mask and, under RCU, each CPU's current task.
-    let cpu = unsafe { b::oxe_idle_cpu_beside() };
+    let cpu = unsafe { b::oxe_idle_cpu_beside(min > 0 && bytes >= min) };
     (cpu >= 0).then_some(cpu)
 }
 

@@ -355,10 +355,21 @@ impl Qp {
     where
         Arc<Self>: RawWorkItem<ID> + Send + 'static,
     {
+        self.queue_task_for::<ID>(0)
+    }
+
+    /// As `queue_task`, for a hand-over of `bytes` of payload.
+    fn queue_task_for<const ID: u64>(self: &Arc<Self>, bytes: usize)
+    where
+        Arc<Self>: RawWorkItem<ID> + Send + 'static,
+    {
         if self.is_dead() {
             return;
         }
-        match (self.home.or_else(crate::wq::away_cpu), crate::wq::queue()) {
+        match (
+            self.home.or_else(|| crate::wq::away_cpu_for(bytes)),
+            crate::wq::queue(),
+        ) {
             (Some(cpu), _) => {
                 let _ = crate::wq::enqueue_on::<_, ID>(cpu, self.clone());
             }
@@ -460,6 +471,7 @@ impl Qp {
         stats.add(Counter::RcvdBytes, pkt.wire_len() as u64);
         let response = pkt.hdr.is_response();
         let psn = pkt.hdr.psn;
+        let bytes = pkt.payload.len();
         let pushed = {
             let mut inbox = self.inbox.lock();
             let q = if response {
@@ -473,7 +485,7 @@ impl Qp {
         // IRQ-off lock (it may hold the last reference on a page).
         match (pushed, response) {
             (Ok(()), true) => self.schedule(),
-            (Ok(()), false) => self.schedule_recv(),
+            (Ok(()), false) => self.queue_task_for::<RECV>(bytes),
             (Err(_dropped), _) => {
                 stats.dropped(Counter::RcvDrops, self.qpn, psn, c"QP's queue full")
             }
