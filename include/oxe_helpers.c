@@ -85,11 +85,6 @@ unsigned int oxe_spread_cpu(unsigned int n)
 	return cpumask_local_spread(n % num_online_cpus(), NUMA_NO_NODE);
 }
 
-/*
- * An idle online CPU other than this one, for work a process's post hands
- * over; with busy_too, the first other online CPU if none is idle. -1 when
- * called from a worker or an interrupt, or when there is none.
- */
 int oxe_idle_cpu_beside(bool busy_too)
 {
 	int here, cpu, other = -1;

@@ -40,8 +40,9 @@ unsigned int oxe_num_possible_cpus(void);
 unsigned int oxe_spread_cpu(unsigned int n);
 /*
  * From a process's system call, an online CPU other than this one that is
- * idle now; -1 if none (or not known: only x86 tells), or if called from a
- * worker or an interrupt.
+ * idle now, or with @busy_too the first other one if none is; -1 if none
+ * (or not known: only x86 tells), or if called from a worker or an
+ * interrupt.
  */
 int oxe_idle_cpu_beside(bool busy_too);
 
