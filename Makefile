@@ -31,7 +31,7 @@ clean:
 # In-guest test programs, against the stock libibverbs.
 tests: $(TEST_PROGS)
 
-tests/bin/%: tests/%.c
+tests/bin/%: tests/%.c tests/oxe_test.h tests/udp_link.h
 	@mkdir -p tests/bin
 	$(CC) $(TEST_CFLAGS) -o $@ $< -libverbs -lpthread
 

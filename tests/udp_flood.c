@@ -32,6 +32,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "udp_link.h"
+
 #define STALL_S 5
 #define MAX_PROCS 16
 
@@ -54,14 +56,6 @@ static long counter(const char *ifname, const char *name)
 static long tx_packets(const char *ifname)
 {
 	return counter(ifname, "tx_packets");
-}
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 /* The receiving end of -f: the rate at which SIZE-byte datagrams arrive. */
@@ -94,19 +88,6 @@ static int measure(const char *ifname, int secs, int size)
 	printf("link: %.2f MB/s, %.0f packets/s of %d bytes\n",
 	       (n1 - n0) * (double)size / (t1 - t0) / 1e6, (n1 - n0) / (t1 - t0), size);
 	return 0;
-}
-
-/* Whether ADDR is one of this host's addresses. */
-static int is_local(const struct sockaddr_in *addr)
-{
-	struct sockaddr_in a = *addr;
-	int s = socket(AF_INET, SOCK_DGRAM, 0), ok;
-
-	a.sin_port = 0;
-	ok = s >= 0 && bind(s, (struct sockaddr *)&a, sizeof(a)) == 0;
-	if (s >= 0)
-		close(s);
-	return ok;
 }
 
 static void sender(const struct sockaddr_in *peer, int size, int spin)

@@ -24,28 +24,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "udp_link.h"
+
 #define PORT 4792
-
-static double now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* Whether ADDR is one of this host's addresses. */
-static int is_local(const struct sockaddr_in *addr)
-{
-	struct sockaddr_in a = *addr;
-	int s = socket(AF_INET, SOCK_DGRAM, 0), ok;
-
-	a.sin_port = 0;
-	ok = s >= 0 && bind(s, (struct sockaddr *)&a, sizeof(a)) == 0;
-	if (s >= 0)
-		close(s);
-	return ok;
-}
 
 /* Answers every request until none came for 3 s (60 s before the first). */
 static int server(int s, int resp)
