@@ -30,26 +30,9 @@ impl RunBuilder {
         }
     }
 
-    /// Adds the next page. Returns the run it closed, if `pfn` does not
-    /// continue the current one.
-    pub fn push(&mut self, pfn: u64) -> Option<Run> {
-        let index = self.pages;
-        self.pages += 1;
-        match &mut self.cur {
-            Some(run) if run.pfn.checked_add(run.count) == Some(pfn) => {
-                run.count += 1;
-                None
-            }
-            cur => cur.replace(Run {
-                first: index,
-                pfn,
-                count: 1,
-            }),
-        }
-    }
-
     /// Adds the next `count` pages, whose frames follow each other from
-    /// `pfn`: the same as pushing them one by one, in one step.
+    /// `pfn`. Returns the run it closed, if `pfn` does not continue the
+    /// current one.
     pub fn push_run(&mut self, pfn: u64, count: u64) -> Option<Run> {
         if count == 0 {
             return None;
@@ -264,10 +247,19 @@ mod tests {
     use proptest::prelude::*;
     use std::vec::Vec;
 
+    /// The model: runs folded a page at a time.
     fn build(pfns: &[u64]) -> Vec<Run> {
-        let mut b = RunBuilder::new();
-        let mut runs: Vec<Run> = pfns.iter().filter_map(|&p| b.push(p)).collect();
-        runs.extend(b.finish());
+        let mut runs: Vec<Run> = Vec::new();
+        for (i, &pfn) in pfns.iter().enumerate() {
+            match runs.last_mut() {
+                Some(r) if r.pfn + r.count == pfn => r.count += 1,
+                _ => runs.push(Run {
+                    first: i as u64,
+                    pfn,
+                    count: 1,
+                }),
+            }
+        }
         runs
     }
 
@@ -493,7 +485,7 @@ mod tests {
 
         /// Pushing pages in contiguous pieces (as the pin loop does, a
         /// piece per call of `oxe_pages_run`, cut wherever a batch ends)
-        /// builds the runs that pushing them one by one does.
+        /// builds the model's runs.
         #[test]
         fn push_run_matches_push(pfns in layout(), cuts in prop::collection::vec(1usize..700, 1..40)) {
             let mut b = RunBuilder::new();
