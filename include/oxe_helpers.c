@@ -213,22 +213,88 @@ long oxe_virt_to_pfn(u64 va)
 
 void oxe_xa_init(struct xarray *xa)
 {
-	xa_init(xa);
+	xa_init_flags(xa, XA_FLAGS_ALLOC);
 }
 
-void *oxe_xa_mk_value(unsigned long v)
+/*
+ * A key table's XArray (rust/keys.rs). Indices are handed out cyclically,
+ * so with the usual reg/dereg churn each new index lands beyond the last:
+ * erasing a freed slot would free its leaf (and, in a table left empty, the
+ * whole tree) only for the next registration to allocate them again. A slot
+ * freed in the block (leaf) of the last index handed out keeps a value
+ * entry instead, which allocation skips and lookups take for empty; the
+ * block is swept when allocation moves on. So the table holds at most a
+ * leaf's worth of such entries, and its memory follows the live keys.
+ *
+ * cursor[0] is the next index to try, cursor[1] the number of times
+ * allocation went around (the tag of the keys handed out), cursor[2] the
+ * block of the last index handed out (U32_MAX: none). They change only
+ * under the XArray's lock.
+ */
+#define OXE_XA_NO_BLOCK U32_MAX
+
+static void oxe_xa_sweep(struct xarray *xa, u32 block)
 {
-	return xa_mk_value(v);
+	unsigned long first = (unsigned long)block * XA_CHUNK_SIZE;
+	XA_STATE(xas, xa, first);
+	void *entry;
+
+	xas_for_each(&xas, entry, first + XA_CHUNK_SIZE - 1)
+		if (xa_is_value(entry))
+			xas_store(&xas, NULL);
+}
+
+/*
+ * Reserves the first free index in [min, max] at or after cursor[0],
+ * going around to min when none is left above. *round is the number of
+ * times allocation went around, this time included. The slot reads as
+ * empty until xa_store() fills it.
+ */
+int oxe_xa_reserve_cyclic(struct xarray *xa, u32 min, u32 max, u32 *cursor, u32 *id,
+			  u32 *round)
+{
+	u32 block;
+	int ret;
+
+	xa_lock(xa);
+	ret = __xa_alloc_cyclic(xa, id, NULL, XA_LIMIT(min, max), &cursor[0], GFP_KERNEL);
+	if (ret == -EBUSY && cursor[2] != OXE_XA_NO_BLOCK) {
+		/* Full but for the freed slots kept in the last block. */
+		oxe_xa_sweep(xa, cursor[2]);
+		cursor[2] = OXE_XA_NO_BLOCK;
+		ret = __xa_alloc_cyclic(xa, id, NULL, XA_LIMIT(min, max), &cursor[0], GFP_KERNEL);
+	}
+	if (ret >= 0) {
+		if (ret == 1)
+			cursor[1]++;
+		block = *id / XA_CHUNK_SIZE;
+		if (block != cursor[2]) {
+			if (cursor[2] != OXE_XA_NO_BLOCK)
+				oxe_xa_sweep(xa, cursor[2]);
+			cursor[2] = block;
+		}
+		ret = 0;
+	}
+	*round = cursor[1];
+	xa_unlock(xa);
+	return ret;
+}
+
+/* Frees the slot of a live entry: kept as a value entry in the last block. */
+void oxe_xa_retire(struct xarray *xa, u32 id, const u32 *cursor)
+{
+	xa_lock(xa);
+	if (id / XA_CHUNK_SIZE == cursor[2])
+		/* Replacing an entry allocates nothing. */
+		__xa_store(xa, id, xa_mk_value(0), 0);
+	else
+		__xa_erase(xa, id);
+	xa_unlock(xa);
 }
 
 bool oxe_xa_is_value(const void *entry)
 {
 	return xa_is_value(entry);
-}
-
-unsigned long oxe_xa_to_value(const void *entry)
-{
-	return xa_to_value(entry);
 }
 
 int oxe_xa_err(void *entry)

@@ -98,11 +98,12 @@ int oxe_odp_lock(struct ib_umem_odp *odp, u64 va, u64 len, bool write, bool faul
 void oxe_odp_unlock(struct ib_umem_odp *odp);
 unsigned long oxe_odp_pfn(struct ib_umem_odp *odp, u64 va);
 
-/* xarray static inlines: init, value entries, errors. */
+/* xarray static inlines: an allocating XArray, cyclic reservation, errors. */
 void oxe_xa_init(struct xarray *xa);
-void *oxe_xa_mk_value(unsigned long v);
+int oxe_xa_reserve_cyclic(struct xarray *xa, u32 min, u32 max, u32 *cursor, u32 *id,
+			  u32 *round);
+void oxe_xa_retire(struct xarray *xa, u32 id, const u32 *cursor);
 bool oxe_xa_is_value(const void *entry);
-unsigned long oxe_xa_to_value(const void *entry);
 int oxe_xa_err(void *entry);
 
 /* Rings shared with user space: vmalloc_user memory, mapped by mmap. */

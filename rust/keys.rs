@@ -3,16 +3,18 @@
 //! The key table: key index -> registration, an XArray per device.
 //!
 //! Readers (the data path) look keys up under RCU with no lock, and take a
-//! reference only if the registration is still live. A freed slot keeps a
-//! value entry holding its last tag, so the next tenant of the index gets a
-//! new tag and a stale key never matches. Indices are handed out cyclically,
-//! which spaces out reuse of any one index.
+//! reference only if the registration is still live. Indices are handed out
+//! cyclically and the tag is the allocation round (`key`), so a stale key
+//! never matches the next tenant of its index. Freed slots near the
+//! allocation cursor stay in the XArray for a while, as entries lookups take
+//! for empty, so that churn does not free and allocate its nodes each time
+//! (`oxe_xa_reserve_cyclic`); the table's memory follows the live keys.
 
 use core::ptr::NonNull;
 
 use kernel::prelude::*;
 use kernel::sync::atomic::{ordering, Atomic};
-use kernel::sync::{rcu, Completion, Mutex};
+use kernel::sync::{rcu, Completion};
 use kernel::types::Opaque;
 
 use crate::bindings as b;
@@ -72,10 +74,19 @@ impl Refs {
         }
     }
 
-    /// Waits until the last reference is gone (the owner dropped the
-    /// table's after removing the key).
-    pub(crate) fn wait(&self) {
-        self.released.wait_for_completion();
+    /// Drops the table's reference, once the key is gone, and waits until
+    /// the data path's are gone too. When none is held, as is usual, that
+    /// is one atomic operation: the completion is only for a waiter.
+    ///
+    /// # Safety
+    ///
+    /// The caller owns the table's reference (the object was removed from
+    /// the table) and gives it up.
+    pub(crate) unsafe fn put_and_wait(&self) {
+        // Full: the data path's last writes happen before our return.
+        if self.count.fetch_sub(1, ordering::Full) != 1 {
+            self.released.wait_for_completion();
+        }
     }
 }
 
@@ -135,9 +146,10 @@ impl<T: Keyed> Drop for KeyRef<T> {
 pub(crate) struct KeyTable<T: Keyed> {
     #[pin]
     xa: Opaque<b::xarray>,
-    /// Serialises index allocation; the next index to try.
-    #[pin]
-    next: Mutex<u32>,
+    /// The next index to try, the allocation round and the block of the
+    /// last index handed out, which only `oxe_xa_reserve_cyclic` and
+    /// `oxe_xa_retire` touch, under the XArray's lock.
+    cursor: Opaque<[u32; 3]>,
     /// The indices this table hands out (MRs and windows have their own).
     min: u32,
     max: u32,
@@ -145,7 +157,7 @@ pub(crate) struct KeyTable<T: Keyed> {
 }
 
 // Entries are `Keyed` objects, whose lifetime rules the trait gives.
-// SAFETY: the XArray is internally locked.
+// SAFETY: the XArray is internally locked, and so is `cursor` (by it).
 unsafe impl<T: Keyed> Send for KeyTable<T> {}
 // SAFETY: as above.
 unsafe impl<T: Keyed> Sync for KeyTable<T> {}
@@ -156,7 +168,7 @@ impl<T: Keyed> KeyTable<T> {
         try_pin_init!(KeyTable {
             // SAFETY: `slot` is valid for the XArray to be initialised in.
             xa <- Opaque::ffi_init(|slot| unsafe { b::oxe_xa_init(slot) }),
-            next <- kernel::new_mutex!(min),
+            cursor: Opaque::new([min, 0, u32::MAX]),
             min,
             max,
             _t: core::marker::PhantomData,
@@ -170,49 +182,48 @@ impl<T: Keyed> KeyTable<T> {
     /// Publishes a new entry. `make` gets the key and returns the object,
     /// complete, to publish under it (the table takes over one reference).
     pub(crate) fn insert(&self, make: impl FnOnce(u32) -> *mut T) -> Result<u32> {
-        let mut next = self.next.lock();
-        let span = self.max - self.min + 1;
-        for _ in 0..span {
-            let index = *next;
-            *next = if index == self.max {
-                self.min
+        let (mut index, mut round) = (0u32, 0u32);
+        // SAFETY: the XArray is initialised; `cursor` is only touched by this
+        // call, under the XArray's lock.
+        let err = unsafe {
+            b::oxe_xa_reserve_cyclic(
+                self.xa(),
+                self.min,
+                self.max,
+                self.cursor.get().cast(),
+                &mut index,
+                &mut round,
+            )
+        };
+        if err != 0 {
+            // Every index is taken (the XArray says EBUSY).
+            return Err(if err == EBUSY.to_errno() {
+                ENOSPC
             } else {
-                index + 1
-            };
-            // SAFETY: the XArray is initialised; loads are RCU-safe.
-            let entry = unsafe { b::xa_load(self.xa(), index as usize) };
-            // SAFETY: a plain bit test on an entry pointer.
-            let tomb = !entry.is_null() && unsafe { b::oxe_xa_is_value(entry) };
-            if !entry.is_null() && !tomb {
-                continue;
-            }
-            // SAFETY: a value entry, as tested.
-            let last = tomb.then(|| unsafe { b::oxe_xa_to_value(entry) } as u8);
-            let k = key::make(index, key::next_tag(last));
-            let obj = make(k);
-            // Only this thread (under `next`) turns free slots into live
-            // ones, so the slot is still free here.
-            // SAFETY: `obj` is a live object whose reference the table takes.
-            let old = unsafe { b::xa_store(self.xa(), index as usize, obj.cast(), b::GFP_KERNEL) };
-            // SAFETY: `old` is what xa_store returned.
-            let err = unsafe { b::oxe_xa_err(old) };
-            if err != 0 {
-                return Err(Error::from_errno(err));
-            }
-            return Ok(k);
+                Error::from_errno(err)
+            });
         }
-        Err(ENOSPC)
+        let k = key::make(index, key::round_tag(round));
+        let obj = make(k);
+        // Lookups see the reserved slot as empty until this store, and
+        // filling a reserved slot allocates nothing.
+        // SAFETY: `obj` is a live object whose reference the table takes.
+        let old = unsafe { b::xa_store(self.xa(), index as usize, obj.cast(), b::GFP_KERNEL) };
+        // SAFETY: `old` is what xa_store returned.
+        let err = unsafe { b::oxe_xa_err(old) };
+        if err != 0 {
+            // SAFETY: the XArray is initialised; the slot is our reservation.
+            unsafe { b::xa_erase(self.xa(), index as usize) };
+            return Err(Error::from_errno(err));
+        }
+        Ok(k)
     }
 
-    /// Retires `k`: its slot keeps only the tag. The caller then drops the
+    /// Retires `k`: its index is free again. The caller then drops the
     /// table's reference, once lookups can no longer find the object.
     pub(crate) fn remove(&self, k: u32) {
-        let index = key::index(k);
-        // SAFETY: value entries for a u8 are always representable.
-        let tomb = unsafe { b::oxe_xa_mk_value(key::tag(k).into()) };
-        // Replacing an occupied slot allocates nothing.
-        // SAFETY: the XArray is initialised.
-        unsafe { b::xa_store(self.xa(), index as usize, tomb, b::GFP_KERNEL) };
+        // SAFETY: the XArray is initialised; `cursor` is read under its lock.
+        unsafe { b::oxe_xa_retire(self.xa(), key::index(k), self.cursor.get().cast()) };
     }
 
     /// Looks `k` up with no lock and returns the object with a reference
@@ -234,7 +245,7 @@ impl<T: Keyed> KeyTable<T> {
         let _guard = rcu::read_lock();
         // SAFETY: RCU-protected load from an initialised XArray.
         let entry = unsafe { b::xa_load(self.xa(), index as usize) };
-        // SAFETY: bit test on an entry pointer.
+        // SAFETY: a bit test on an entry pointer.
         if entry.is_null() || unsafe { b::oxe_xa_is_value(entry) } {
             return None;
         }
@@ -251,8 +262,8 @@ impl<T: Keyed> KeyTable<T> {
 #[pinned_drop]
 impl<T: Keyed> PinnedDrop for KeyTable<T> {
     fn drop(self: Pin<&mut Self>) {
-        // Only tags remain: every registration is deregistered before its
-        // device goes (the core destroys user objects first).
+        // Empty: every registration is deregistered before its device goes
+        // (the core destroys user objects first).
         // SAFETY: initialised in `new`; no user is left.
         unsafe { b::xa_destroy(self.xa()) };
     }

@@ -3,6 +3,13 @@
 //! Memory keys: `index << 8 | tag`. The index names a slot of the device's key
 //! table; the tag changes every time the slot is reused, so a key kept after
 //! deregistration never matches the slot's next tenant.
+//!
+//! Indices are handed out cyclically: the next free one after the last one
+//! given, going around to the lowest only when none is left above. A slot
+//! is therefore taken at most once per round, and the tag is the round's
+//! number: a slot's next tenant always comes at least one round later, so
+//! its tag differs, and a kept key matches again only after 256 rounds (2^31
+//! registrations for MRs). The table keeps nothing of a freed slot.
 
 pub const TAG_BITS: u32 = 8;
 /// Indices are 24 bits; 0 is never handed out (a zeroed key is never valid).
@@ -26,13 +33,10 @@ pub const fn tag(key: u32) -> u8 {
     (key & 0xff) as u8
 }
 
-/// The tag for a slot's next tenant, given the tag of its last one (if the
-/// slot was used before).
-pub const fn next_tag(last: Option<u8>) -> u8 {
-    match last {
-        Some(t) => t.wrapping_add(1),
-        None => 0,
-    }
+/// The tag of keys handed out in allocation round `round` (the number of
+/// times the cyclic allocator went around).
+pub const fn round_tag(round: u32) -> u8 {
+    round as u8
 }
 
 #[cfg(test)]
@@ -51,18 +55,50 @@ mod tests {
         assert_eq!(make(MAX_INDEX, 0xff), u32::MAX);
     }
 
-    #[test]
-    fn reuse_changes_the_key() {
-        let mut last = None;
-        let mut seen = [false; 256];
-        for _ in 0..256 {
-            let t = next_tag(last);
-            assert!(!seen[t as usize], "tag repeated before 256 reuses");
-            seen[t as usize] = true;
-            if let Some(l) = last {
-                assert_ne!(make(5, l), make(5, t));
+    /// What `__xa_alloc_cyclic` does: the first free index at or after
+    /// `next`, else the first from `min`; `true` when it went around.
+    fn alloc_cyclic(used: &[bool], min: usize, next: &mut usize) -> Option<(usize, bool)> {
+        let found = (*next..used.len())
+            .find(|&i| !used[i])
+            .map(|i| (i, false))
+            .or_else(|| {
+                (min..used.len())
+                    .find(|&i| !used[i])
+                    .map(|i| (i, *next > min))
+            })?;
+        *next = found.0 + 1;
+        Some(found)
+    }
+
+    proptest::proptest! {
+        /// Whatever the order of registrations and deregistrations, a key
+        /// comes back only after the allocator went around 256 times.
+        #[test]
+        fn round_tags_never_repeat_a_slot_key(ops in proptest::collection::vec(0u8..8, 1..4000)) {
+            const MIN: usize = 1;
+            let mut used = [false; 9];
+            let mut keys: Vec<Vec<(u32, u32)>> = vec![Vec::new(); used.len()];
+            let (mut next, mut round) = (MIN, 0u32);
+            let mut live: Vec<usize> = Vec::new();
+            for op in ops {
+                if op < 5 || live.is_empty() {
+                    let Some((i, wrapped)) = alloc_cyclic(&used, MIN, &mut next) else {
+                        continue;
+                    };
+                    if wrapped {
+                        round += 1;
+                    }
+                    let k = make(i as u32, round_tag(round));
+                    let again = keys[i].iter().find(|&&(old, r)| old == k && round - r < 256);
+                    proptest::prop_assert!(again.is_none(), "slot {} key {:#x} again", i, k);
+                    keys[i].push((k, round));
+                    used[i] = true;
+                    live.push(i);
+                } else {
+                    let i = live.swap_remove(op as usize % live.len());
+                    used[i] = false;
+                }
             }
-            last = Some(t);
         }
     }
 }

@@ -14,7 +14,7 @@ use super::{err_ptr, from_ib, ib_ptr, to_c, to_c_ptr};
 use crate::bindings as b;
 use crate::device::OxeDevice;
 use crate::ib::{self, Udata};
-use crate::keys::{KeyRef, Keyed};
+use crate::keys::Keyed;
 use crate::mr::{Kind, OxeMr};
 
 // `try_ref` fails once the count hit zero, `dereg_mr` waits for it to hit
@@ -327,8 +327,7 @@ pub(super) unsafe extern "C" fn dereg_mr(ib: *mut b::ib_mr, _udata: *mut b::ib_u
     }
     // Drop the table's reference, then wait out data-path users.
     // SAFETY: lookups can no longer find the MR: the table's reference is ours.
-    drop(unsafe { KeyRef::from_raw(ptr::from_ref(mr).cast_mut()) });
-    mr.wait_released();
+    unsafe { mr.release() };
     ib::trace::mr_dereg(mr.key(), mr.res_stats().0);
     // The core runs no other verb on the MR from here on (`rdma res`
     // readers were waited out by `rdma_restrack_del` before this call).

@@ -13,7 +13,7 @@ use super::{drop_in_place, from_ib, init_in_place, pd};
 use crate::bindings as b;
 use crate::device::OxeDevice;
 use crate::ib::Udata;
-use crate::keys::{KeyRef, Keyed};
+use crate::keys::Keyed;
 use crate::mw::{OxeMw, WinPtr, Window};
 
 // `try_ref` fails once the count hit zero, `dealloc_mw` waits for it to hit
@@ -106,8 +106,7 @@ pub(super) unsafe extern "C" fn dealloc_mw(ib: *mut b::ib_mw) -> c_int {
         state.mws.remove(w.key());
     }
     // SAFETY: lookups can no longer find the window: the table's reference is ours.
-    drop(unsafe { KeyRef::from_raw(win.as_ptr()) });
-    w.retire();
+    unsafe { w.retire() };
     // SAFETY: unreachable but for RCU readers of the table, which `free_rcu` waits out.
     unsafe { b::call_rcu(w.rcu_head(), Some(free_rcu)) };
     // SAFETY: last use; the core frees the memory after this returns.

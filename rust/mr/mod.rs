@@ -162,9 +162,16 @@ impl OxeMr {
         }
     }
 
-    /// Deregistration: waits until the last reference is gone.
-    pub(crate) fn wait_released(&self) {
-        self.refs.wait();
+    /// Deregistration, once the key is gone: drops the table's reference
+    /// and waits until the last reference is gone.
+    ///
+    /// # Safety
+    ///
+    /// The MR was removed from the key table, and the caller gives up the
+    /// table's reference.
+    pub(crate) unsafe fn release(&self) {
+        // SAFETY: the caller's contract.
+        unsafe { self.refs.put_and_wait() };
     }
 
     /// The RCU head the MR is freed through.
