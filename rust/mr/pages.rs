@@ -9,7 +9,6 @@ use core::cell::UnsafeCell;
 use core::mem::size_of;
 use core::ptr;
 
-use kernel::alloc::kvec::PushError;
 use kernel::alloc::KVVec;
 use kernel::ffi::{c_int, c_ulong};
 use kernel::prelude::*;
@@ -23,10 +22,30 @@ pub(super) const PAGE_SHIFT: u32 = kernel::page::PAGE_SHIFT as u32;
 pub(crate) const PAGE_SIZE: u64 = 1 << PAGE_SHIFT;
 /// Pages pinned per call: one page's worth of page pointers.
 const PIN_BATCH: usize = kernel::page::PAGE_SIZE / size_of::<*mut b::page>();
+/// Batches up to this many pages go through a buffer on the stack.
+const SMALL_BATCH: usize = 16;
+
+/// A registration's runs of contiguous frames. A small registration is
+/// usually one run, kept inline: no table to allocate and free.
+pub(crate) enum Runs {
+    One(Run),
+    Many(KVVec<Run>),
+}
+
+impl core::ops::Deref for Runs {
+    type Target = [Run];
+
+    fn deref(&self) -> &[Run] {
+        match self {
+            Runs::One(run) => core::slice::from_ref(run),
+            Runs::Many(runs) => runs,
+        }
+    }
+}
 
 /// Pinned user pages, as runs, with their accounting. Unpins on drop.
 pub(crate) struct Pinned {
-    pub(super) runs: KVVec<Run>,
+    pub(super) runs: Runs,
     /// Pages charged to `mm->pinned_vm`: the whole request, up front.
     accounted: u64,
     mm: *mut b::mm_struct,
@@ -41,13 +60,15 @@ unsafe impl Sync for Pinned {}
 
 impl Pinned {
     /// Pins `npages` pages from `va`, batch by batch; a failure part way
-    /// unpins everything pinned so far (through `Drop`).
+    /// unpins everything pinned so far.
     pub(super) fn pin(va: u64, npages: u64, write: bool) -> Result<Self> {
         let mut mm = ptr::null_mut();
         // SAFETY: process context of the registering task.
         kernel::error::to_result(unsafe { b::oxe_account_pinned(npages as c_ulong, &mut mm) })?;
+        // Closed runs go here (no allocation until the first); `Drop`
+        // unpins them if we fail.
         let mut this = Pinned {
-            runs: KVVec::new(),
+            runs: Runs::Many(KVVec::new()),
             accounted: npages,
             mm,
             dirty: write,
@@ -57,34 +78,38 @@ impl Pinned {
             flags |= b::FOLL_WRITE;
         }
         let batch = npages.min(PIN_BATCH as u64) as usize;
-        let mut pages = KVec::<*mut b::page>::with_capacity(batch, GFP_KERNEL)?;
+        // Small registrations, the common case, need no allocation here.
+        let mut small = [ptr::null_mut::<b::page>(); SMALL_BATCH];
+        let mut heap;
+        let pages: &mut [*mut b::page] = if batch <= SMALL_BATCH {
+            &mut small[..batch]
+        } else {
+            heap = KVec::from_elem(ptr::null_mut(), batch, GFP_KERNEL)?;
+            &mut heap[..]
+        };
+        // Pinned pages are recorded at all times in `this` or the builder's
+        // open run, but for those of the batch in hand not yet pushed.
         let mut builder = RunBuilder::new();
         let mut va = va;
         let mut left = npages;
-        let result = loop {
-            if left == 0 {
-                break Ok(());
-            }
+        while left > 0 {
             let n = left.min(batch as u64) as usize;
             // SAFETY: `pages` has room for `n` pointers; `va` is a user address.
             let got = unsafe {
                 b::pin_user_pages_fast(va as c_ulong, n as c_int, flags, pages.as_mut_ptr())
             };
             if got <= 0 {
-                break Err(if got == 0 {
+                if let Some(run) = builder.finish() {
+                    // SAFETY: the open run's pages are pinned and recorded nowhere else.
+                    unsafe { unpin_run(&run, write) };
+                }
+                return Err(if got == 0 {
                     EFAULT
                 } else {
                     Error::from_errno(got as c_int)
                 });
             }
             let got = got as usize;
-            // Worst case every page closes a run: reserve first, so that
-            // pinned pages are always recorded and released.
-            if let Err(e) = this.runs.reserve(got, GFP_KERNEL) {
-                // SAFETY: `pages[..got]` were pinned just now.
-                unsafe { b::unpin_user_pages(pages.as_mut_ptr(), got as c_ulong) };
-                break Err(e.into());
-            }
             // A piece of contiguous frames per call (a THP's 512 pages in
             // one), not a call per page.
             let mut i = 0;
@@ -96,36 +121,54 @@ impl Pinned {
                 };
                 let k = (k as usize).clamp(1, got - i);
                 if let Some(run) = builder.push_run(pfn as u64, k as u64) {
-                    // Capacity was reserved above.
-                    let _ = this.runs.push_within_capacity(run);
+                    if let Err(e) = this.record(run) {
+                        // The new open run is `pages[i..i + k]`.
+                        // SAFETY: `run` and `pages[i..got]` are pinned and recorded nowhere else.
+                        unsafe {
+                            unpin_run(&run, write);
+                            b::unpin_user_pages(pages.as_mut_ptr().add(i), (got - i) as c_ulong);
+                        }
+                        return Err(e);
+                    }
                 }
                 i += k;
             }
             va += got as u64 * PAGE_SIZE;
             left -= got as u64;
-        };
-        // The last run: there is usually room left by the batch reservations.
+        }
         if let Some(run) = builder.finish() {
-            if let Err(PushError(run)) = this.runs.push_within_capacity(run) {
-                if this.runs.reserve(1, GFP_KERNEL).is_ok() {
-                    let _ = this.runs.push_within_capacity(run);
-                } else {
-                    // SAFETY: these pages are pinned and recorded nowhere else.
-                    unsafe { unpin_run(&run, this.dirty) };
-                    return Err(ENOMEM);
-                }
+            if this.runs.is_empty() {
+                this.runs = Runs::One(run);
+            } else if let Err(e) = this.record(run) {
+                // SAFETY: these pages are pinned and recorded nowhere else.
+                unsafe { unpin_run(&run, write) };
+                return Err(e);
             }
         }
-        // Growth doubles the table; give the slack back (best effort).
-        if this.runs.capacity() > this.runs.len() {
-            let _ = this.runs.shrink_to(this.runs.len(), GFP_KERNEL);
+        if let Runs::Many(runs) = &mut this.runs {
+            // Growth doubles the table; give the slack back (best effort).
+            if runs.capacity() > runs.len() {
+                let _ = runs.shrink_to(runs.len(), GFP_KERNEL);
+            }
         }
-        result.map(|()| this)
+        Ok(this)
+    }
+
+    /// Adds a closed run to the table being built.
+    fn record(&mut self, run: Run) -> Result {
+        match &mut self.runs {
+            Runs::Many(runs) => Ok(runs.push(run, GFP_KERNEL)?),
+            Runs::One(_) => Err(EINVAL),
+        }
     }
 
     /// Bytes of translation table.
     pub(super) fn table_bytes(&self) -> u64 {
-        (self.runs.capacity() * size_of::<Run>()) as u64
+        let n = match &self.runs {
+            Runs::One(_) => 1,
+            Runs::Many(runs) => runs.capacity(),
+        };
+        (n * size_of::<Run>()) as u64
     }
 }
 
