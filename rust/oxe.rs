@@ -109,7 +109,7 @@ module! {
             description: "Run the work a process's post hands to a QP on an idle CPU beside the poster, if there is one (x86), rather than on the poster's (0)",
         },
         away_bytes: u32 {
-            default: 16384,
+            default: 4096,
             description: "With peer_away, a post's request of this many payload bytes or more goes to another CPU even when that CPU is busy, its copy worth the preemption (0: only to an idle one)",
         },
         yield_ms: u8 {

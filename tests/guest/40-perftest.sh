@@ -172,9 +172,9 @@ gi=$(gid_index oxe0 ffff:)
 pingpong ibv_rc_pingpong "ibv_rc_pingpong --chk -o (ODP), 64 KiB x 100" -s 65536 -n 100 -c -o
 pingpong ibv_rc_pingpong "ibv_rc_pingpong --chk -O (implicit ODP), 64 KiB x 100" -s 65536 -n 100 -c -O
 
-# away_bytes: a post of 16 KiB or more hands the responder's copy to
+# away_bytes: a post of 4 KiB or more hands the responder's copy to
 # another CPU even when that CPU is busy. ib_send_bw's server polls its CQ
-# on CPU 1 while the client posts 64 KiB SENDs on CPU 0: the client's
+# on CPU 1 while the client posts 4 KiB SENDs on CPU 0: the client's
 # system calls queue the receive task on CPU 1 (workqueue_queue_work with
 # req_cpu=1; without it, only when CPU 1 happens to be idle).
 tr=/sys/kernel/tracing
@@ -185,21 +185,21 @@ echo >$tr/trace
 echo 1 >$tq/enable
 echo 1 >$tr/tracing_on
 port=$((port + 1))
-taskset -c 1 ib_send_bw -F -d oxe0 -p $port -s 65536 -n 2000 >/tmp/aw.srv 2>&1 &
+taskset -c 1 ib_send_bw -F -d oxe0 -p $port -s 4096 -n 2000 >/tmp/aw.srv 2>&1 &
 srv=$!
 wait_for 120 listening $port $srv
 rc=0
-timeout 300 taskset -c 0 ib_send_bw -F -d oxe0 -p $port -s 65536 -n 2000 10.77.0.1 >/tmp/aw.cli 2>&1 || rc=1
+timeout 300 taskset -c 0 ib_send_bw -F -d oxe0 -p $port -s 4096 -n 2000 10.77.0.1 >/tmp/aw.cli 2>&1 || rc=1
 wait $srv || rc=1
 echo 0 >$tr/tracing_on
 echo 0 >$tq/enable
 echo 0 >$tq/filter
 n=$(grep -cE 'ib_send_bw-[0-9]+ +\[000\]' $tr/trace)
-echo "# 64 KiB SENDs: $n hand-overs from the poster on CPU 0 to CPU 1"
+echo "# 4 KiB SENDs: $n hand-overs from the poster on CPU 0 to CPU 1"
 # A queued task takes the packets that follow without being queued again,
-# so 2000 SENDs queue it tens of times: 59 and 114 in two runs, 1 and 1
-# with away_bytes=0.
-check "away_bytes: 64 KiB SENDs posted on CPU 0 hand their copy to the server's busy CPU 1 (10+ times in 2000)" \
+# so 2000 SENDs queue it tens of times (64 KiB ones: 59 and 114 in two
+# runs, 1 and 1 with away_bytes=0).
+check "away_bytes: 4 KiB SENDs posted on CPU 0 hand their copy to the server's busy CPU 1 (10+ times in 2000)" \
 	sh -c "[ $rc = 0 ] && [ ${n:-0} -ge 10 ]"
 
 # The port's performance agent (process_mad): sysfs counts loopback traffic
