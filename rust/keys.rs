@@ -15,9 +15,8 @@ use core::ptr::NonNull;
 use kernel::prelude::*;
 use kernel::sync::atomic::{ordering, Atomic};
 use kernel::sync::{rcu, Completion};
-use kernel::types::Opaque;
 
-use crate::bindings as b;
+use crate::ib::xarray::SlotArray;
 use crate::key;
 
 /// Something a key can name. The table holds one reference on each entry.
@@ -142,22 +141,15 @@ impl<T: Keyed> Drop for KeyRef<T> {
     }
 }
 
-#[pin_data(PinnedDrop)]
+#[pin_data]
 pub(crate) struct KeyTable<T: Keyed> {
     #[pin]
-    xa: Opaque<b::xarray>,
-    /// The next index to try, the allocation round and the block of the
-    /// last index handed out, which only `oxe_xa_reserve_cyclic` and
-    /// `oxe_xa_retire` touch, under the XArray's lock.
-    cursor: Opaque<[u32; 3]>,
-    /// The indices this table hands out (MRs and windows have their own).
-    min: u32,
-    max: u32,
+    slots: SlotArray,
     _t: core::marker::PhantomData<*const T>,
 }
 
 // Entries are `Keyed` objects, whose lifetime rules the trait gives.
-// SAFETY: the XArray is internally locked, and so is `cursor` (by it).
+// SAFETY: the slot array is internally locked.
 unsafe impl<T: Keyed> Send for KeyTable<T> {}
 // SAFETY: as above.
 unsafe impl<T: Keyed> Sync for KeyTable<T> {}
@@ -166,64 +158,24 @@ impl<T: Keyed> KeyTable<T> {
     /// A table handing out the indices `min..=max`.
     pub(crate) fn new(min: u32, max: u32) -> impl PinInit<Self, Error> {
         try_pin_init!(KeyTable {
-            // SAFETY: `slot` is valid for the XArray to be initialised in.
-            xa <- Opaque::ffi_init(|slot| unsafe { b::oxe_xa_init(slot) }),
-            cursor: Opaque::new([min, 0, u32::MAX]),
-            min,
-            max,
+            slots <- SlotArray::new(min, max),
             _t: core::marker::PhantomData,
         }? Error)
     }
 
-    fn xa(&self) -> *mut b::xarray {
-        self.xa.get()
-    }
-
     /// Publishes a new entry. `make` gets the key and returns the object,
     /// complete, to publish under it (the table takes over one reference).
-    pub(crate) fn insert(&self, make: impl FnOnce(u32) -> *mut T) -> Result<u32> {
-        let (mut index, mut round) = (0u32, 0u32);
-        // SAFETY: the XArray is initialised; `cursor` is only touched by this
-        // call, under the XArray's lock.
-        let err = unsafe {
-            b::oxe_xa_reserve_cyclic(
-                self.xa(),
-                self.min,
-                self.max,
-                self.cursor.get().cast(),
-                &mut index,
-                &mut round,
-            )
-        };
-        if err != 0 {
-            // Every index is taken (the XArray says EBUSY).
-            return Err(if err == EBUSY.to_errno() {
-                ENOSPC
-            } else {
-                Error::from_errno(err)
-            });
-        }
+    pub(crate) fn insert(&self, make: impl FnOnce(u32) -> NonNull<T>) -> Result<u32> {
+        let (index, round) = self.slots.reserve()?;
         let k = key::make(index, key::round_tag(round));
-        let obj = make(k);
-        // Lookups see the reserved slot as empty until this store, and
-        // filling a reserved slot allocates nothing.
-        // SAFETY: `obj` is a live object whose reference the table takes.
-        let old = unsafe { b::xa_store(self.xa(), index as usize, obj.cast(), b::GFP_KERNEL) };
-        // SAFETY: `old` is what xa_store returned.
-        let err = unsafe { b::oxe_xa_err(old) };
-        if err != 0 {
-            // SAFETY: the XArray is initialised; the slot is our reservation.
-            unsafe { b::xa_erase(self.xa(), index as usize) };
-            return Err(Error::from_errno(err));
-        }
+        self.slots.fill(index, make(k).cast())?;
         Ok(k)
     }
 
     /// Retires `k`: its index is free again. The caller then drops the
     /// table's reference, once lookups can no longer find the object.
     pub(crate) fn remove(&self, k: u32) {
-        // SAFETY: the XArray is initialised; `cursor` is read under its lock.
-        unsafe { b::oxe_xa_retire(self.xa(), key::index(k), self.cursor.get().cast()) };
+        self.slots.retire(key::index(k));
     }
 
     /// Looks `k` up with no lock and returns the object with a reference
@@ -239,32 +191,13 @@ impl<T: Keyed> KeyTable<T> {
     }
 
     fn find(&self, index: u32, ok: impl FnOnce(&T) -> bool) -> Option<KeyRef<T>> {
-        if !(self.min..=self.max).contains(&index) {
-            return None;
-        }
-        let _guard = rcu::read_lock();
-        // SAFETY: RCU-protected load from an initialised XArray.
-        let entry = unsafe { b::xa_load(self.xa(), index as usize) };
-        // SAFETY: a bit test on an entry pointer.
-        if entry.is_null() || unsafe { b::oxe_xa_is_value(entry) } {
-            return None;
-        }
-        let obj = entry.cast::<T>();
+        let guard = rcu::read_lock();
+        let obj = self.slots.load(index, &guard)?.cast::<T>();
         // A live entry's memory stays valid for an RCU grace period after its
         // removal (the `Keyed` contract).
         // SAFETY: we are inside an RCU read-side section.
-        let t = unsafe { &*obj };
+        let t = unsafe { obj.as_ref() };
         // SAFETY: `try_get` took a reference, which the `KeyRef` owns.
-        (ok(t) && t.try_get()).then(|| unsafe { KeyRef::from_raw(obj) })
-    }
-}
-
-#[pinned_drop]
-impl<T: Keyed> PinnedDrop for KeyTable<T> {
-    fn drop(self: Pin<&mut Self>) {
-        // Empty: every registration is deregistered before its device goes
-        // (the core destroys user objects first).
-        // SAFETY: initialised in `new`; no user is left.
-        unsafe { b::xa_destroy(self.xa()) };
+        (ok(t) && t.try_get()).then(|| unsafe { KeyRef::from_raw(obj.as_ptr()) })
     }
 }

@@ -4,7 +4,7 @@
 //! published under a fresh key, handed to the core as its `ib_mr`, retired
 //! by `dereg_mr` and freed an RCU grace period later.
 
-use core::ptr;
+use core::ptr::{self, NonNull};
 
 use kernel::ffi::{c_int, c_uint};
 use kernel::prelude::*;
@@ -49,9 +49,9 @@ unsafe fn publish(pd: *mut b::ib_pd, kind: Kind, iova: u64, length: u64) -> Resu
     // From here on the MR is only used through this pointer, and never moves
     // out of its allocation; `free_rcu` frees it.
     // SAFETY: the MR stays where it is until `free_rcu`.
-    let mr = KBox::into_raw(unsafe { Pin::into_inner_unchecked(mr) });
+    let mr = NonNull::from(KBox::leak(unsafe { Pin::into_inner_unchecked(mr) }));
     // SAFETY: the allocation is live until `free_rcu`.
-    let m = unsafe { &*mr };
+    let m = unsafe { mr.as_ref() };
     let published = state.keys.insert(|key| {
         m.assign_key(key);
         // The data path never touches `ib`.
@@ -68,7 +68,7 @@ unsafe fn publish(pd: *mut b::ib_pd, kind: Kind, iova: u64, length: u64) -> Resu
     });
     if let Err(e) = published {
         // SAFETY: never published; we own the only pointer.
-        drop(unsafe { KBox::from_raw(mr) });
+        drop(unsafe { KBox::from_raw(mr.as_ptr()) });
         return Err(e);
     }
     let (kind, access, pinned) = m.describe();

@@ -73,7 +73,7 @@ pub(super) unsafe extern "C" fn alloc_mw(ib: *mut b::ib_mw, udata: *mut b::ib_ud
     let w = unsafe { win.as_ref() };
     let published = state.mws.insert(|key| {
         w.assign_key(key);
-        win.as_ptr()
+        win
     });
     let key = match published {
         Ok(k) => k,

@@ -20,6 +20,7 @@ pub(crate) mod skb;
 pub(crate) mod srq;
 pub(crate) mod trace;
 pub(crate) mod udata;
+pub(crate) mod xarray;
 
 pub(crate) use udata::Udata;
 
