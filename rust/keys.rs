@@ -74,14 +74,10 @@ impl Refs {
     }
 
     /// Drops the table's reference, once the key is gone, and waits until
-    /// the data path's are gone too. When none is held, as is usual, that
-    /// is one atomic operation: the completion is only for a waiter.
-    ///
-    /// # Safety
-    ///
-    /// The caller owns the table's reference (the object was removed from
-    /// the table) and gives it up.
-    pub(crate) unsafe fn put_and_wait(&self) {
+    /// the data path's are gone too (as `put`, only the owner of that
+    /// reference may call it). When none is held, as is usual, that is one
+    /// atomic operation: the completion is only for a waiter.
+    pub(crate) fn put_and_wait(&self) {
         // Full: the data path's last writes happen before our return.
         if self.count.fetch_sub(1, ordering::Full) != 1 {
             self.released.wait_for_completion();

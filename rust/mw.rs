@@ -104,16 +104,10 @@ impl Window {
         self.refs.put()
     }
 
-    /// `dealloc_mw`, once the key is gone: drops the table's reference,
-    /// waits out the data path, then lets go of the MR.
-    ///
-    /// # Safety
-    ///
-    /// The window was removed from the key table, and the caller gives up
-    /// the table's reference.
-    pub(crate) unsafe fn retire(&self) {
-        // SAFETY: the caller's contract.
-        unsafe { self.refs.put_and_wait() };
+    /// `dealloc_mw`, once the key is gone: drops the table's reference
+    /// (the caller's), waits out the data path, then lets go of the MR.
+    pub(crate) fn retire(&self) {
+        self.refs.put_and_wait();
         let mr = self.state.lock().mr.take();
         if let Some(m) = mr {
             m.unbind_window();

@@ -32,7 +32,6 @@ mod fifo;
 mod ib;
 mod irqlock;
 mod keys;
-mod link;
 mod mr;
 mod mw;
 mod net;
@@ -130,7 +129,7 @@ module! {
 struct OxeModule {
     // Dropped in this order: the devices (and their QPs) go before the
     // workqueue their work runs on.
-    _link: Pin<KBox<link::Registrations>>,
+    _link: Pin<KBox<ffi::link::Registrations>>,
     // Then the wire's receive queue, once no socket is left to feed it.
     _net: ffi::net::Net,
     _wq: wq::Wq,
@@ -141,7 +140,7 @@ impl kernel::Module for OxeModule {
         crc::choose()?;
         let wq = wq::Wq::create()?;
         let net = ffi::net::Net::create()?;
-        let link = link::Registrations::register(module)?;
+        let link = ffi::link::Registrations::register(module)?;
         pr_info!("loaded\n");
         Ok(OxeModule {
             _link: link,

@@ -55,6 +55,7 @@ use crate::srq::OxeSrq;
 pub(crate) mod ah;
 pub(crate) mod cq;
 pub(crate) mod device;
+pub(crate) mod link;
 pub(crate) mod mr;
 pub(crate) mod mw;
 pub(crate) mod net;

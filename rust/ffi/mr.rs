@@ -325,9 +325,9 @@ pub(super) unsafe extern "C" fn dereg_mr(ib: *mut b::ib_mr, _udata: *mut b::ib_u
     if let Some(state) = dev.state() {
         state.keys.remove(mr.key());
     }
-    // Drop the table's reference, then wait out data-path users.
-    // SAFETY: lookups can no longer find the MR: the table's reference is ours.
-    unsafe { mr.release() };
+    // Lookups can no longer find the MR, so the table's reference is ours:
+    // drop it, then wait out data-path users.
+    mr.release();
     ib::trace::mr_dereg(mr.key(), mr.res_stats().0);
     // The core runs no other verb on the MR from here on (`rdma res`
     // readers were waited out by `rdma_restrack_del` before this call).

@@ -105,8 +105,8 @@ pub(super) unsafe extern "C" fn dealloc_mw(ib: *mut b::ib_mw) -> c_int {
     if let Some(state) = dev.state() {
         state.mws.remove(w.key());
     }
-    // SAFETY: lookups can no longer find the window: the table's reference is ours.
-    unsafe { w.retire() };
+    // Lookups can no longer find the window, so the table's reference is ours.
+    w.retire();
     // SAFETY: unreachable but for RCU readers of the table, which `free_rcu` waits out.
     unsafe { b::call_rcu(w.rcu_head(), Some(free_rcu)) };
     // SAFETY: last use; the core frees the memory after this returns.

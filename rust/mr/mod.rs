@@ -163,15 +163,10 @@ impl OxeMr {
     }
 
     /// Deregistration, once the key is gone: drops the table's reference
-    /// and waits until the last reference is gone.
-    ///
-    /// # Safety
-    ///
-    /// The MR was removed from the key table, and the caller gives up the
-    /// table's reference.
-    pub(crate) unsafe fn release(&self) {
-        // SAFETY: the caller's contract.
-        unsafe { self.refs.put_and_wait() };
+    /// (the caller's, as `unref` drops a data-path one) and waits until the
+    /// last reference is gone.
+    pub(crate) fn release(&self) {
+        self.refs.put_and_wait();
     }
 
     /// The RCU head the MR is freed through.

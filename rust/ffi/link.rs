@@ -11,8 +11,8 @@ use kernel::ffi::{c_char, c_int, c_ulong};
 use kernel::prelude::*;
 use kernel::types::Opaque;
 
+use super::device;
 use crate::bindings as b;
-use crate::ffi::device;
 
 /// rdma_rxe treats every `RDMA_DRIVER_RXE` device as its own (its UDP receive
 /// path, its netdev notifier, its module exit), so it must never share a
