@@ -380,7 +380,14 @@ fn take(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) -> Take {
     if local {
         let status = local_op(qp, &w);
         comp::complete_now(qp, sq, &w, status);
-        return Take::Done;
+        // A failure moved the QP to ERR: what was posted after the WQE is
+        // flushed by the next turn, not taken by this one in the state it
+        // started in.
+        return if status == b::ib_wc_status_IB_WC_SUCCESS {
+            Take::Done
+        } else {
+            Take::Stop
+        };
     }
     let mut mtu = attrs.packet_mtu();
     let (op, ud) = match prepare(qp, sq, &w) {

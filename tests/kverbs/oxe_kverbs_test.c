@@ -490,6 +490,30 @@ static void local_op_errors(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, reg_mr(c, mr, RW), IB_WC_WR_FLUSH_ERR);
 }
 
+/*
+ * A local operation that fails moves the QP to ERR, and what was posted
+ * after it is flushed: a REG_MR chained behind a failing LOCAL_INV is not
+ * run. The send task took both in one turn and ran the REG_MR in the state
+ * the turn started in (RTS); local_op_errors saw it when its REG_MR came
+ * while the turn of the LOCAL_INV was still going.
+ */
+static void local_op_error_flushes_the_chain(struct kunit *test)
+{
+	struct ctx *c = test->priv;
+	struct ib_mr *mr = map_frmr(test, c);
+	struct ib_reg_wr reg = {
+		.wr = { .opcode = IB_WR_REG_MR, .send_flags = IB_SEND_SIGNALED },
+		.mr = mr, .key = mr->rkey, .access = RW,
+	};
+	struct ib_send_wr inv = { .opcode = IB_WR_LOCAL_INV, .send_flags = IB_SEND_SIGNALED,
+				  .ex.invalidate_rkey = c->pd->local_dma_lkey, .next = &reg.wr };
+
+	KUNIT_ASSERT_EQ(test, post(c, 0, &inv), 0);
+	KUNIT_EXPECT_EQ(test, poll_wc(c, 0).status, IB_WC_LOC_QP_OP_ERR);
+	KUNIT_EXPECT_EQ(test, poll_wc(c, 0).status, IB_WC_WR_FLUSH_ERR);
+	unmap_sg(c);
+}
+
 static void reg_mr_twice(struct kunit *test)
 {
 	struct ctx *c = test->priv;
@@ -671,6 +695,7 @@ static struct kunit_case oxe_kverbs_cases[] = {
 	KUNIT_CASE(send_with_inv_bad_key),
 	KUNIT_CASE(frmr_stale_key),
 	KUNIT_CASE(local_op_errors),
+	KUNIT_CASE(local_op_error_flushes_the_chain),
 	KUNIT_CASE(reg_mr_twice),
 	KUNIT_CASE(local_inv_wrong_tag),
 	KUNIT_CASE(frmr_limits),
