@@ -28,8 +28,8 @@ pub(crate) struct SlotArray {
     max: u32,
 }
 
-// SAFETY: the XArray is internally locked, and so is `cursor` (by it); the
-// entries are plain pointers, whose meaning is the owner's.
+// The entries are plain pointers, whose meaning is the owner's.
+// SAFETY: the XArray is internally locked, and so is `cursor` (by it).
 unsafe impl Send for SlotArray {}
 // SAFETY: as above.
 unsafe impl Sync for SlotArray {}

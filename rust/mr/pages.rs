@@ -32,6 +32,24 @@ pub(crate) enum Runs {
     Many(KVVec<Run>),
 }
 
+impl Runs {
+    /// Adds the next run: the first is kept inline, the second moves both
+    /// to a table. On an error `run` is not recorded.
+    fn push(&mut self, run: Run) -> Result {
+        match self {
+            Runs::Many(runs) if runs.is_empty() => *self = Runs::One(run),
+            Runs::Many(runs) => runs.push(run, GFP_KERNEL)?,
+            Runs::One(first) => {
+                let mut runs = KVVec::with_capacity(2, GFP_KERNEL)?;
+                runs.push(*first, GFP_KERNEL)?;
+                runs.push(run, GFP_KERNEL)?;
+                *self = Runs::Many(runs);
+            }
+        }
+        Ok(())
+    }
+}
+
 impl core::ops::Deref for Runs {
     type Target = [Run];
 
@@ -65,7 +83,7 @@ impl Pinned {
         let mut mm = ptr::null_mut();
         // SAFETY: process context of the registering task.
         kernel::error::to_result(unsafe { b::oxe_account_pinned(npages as c_ulong, &mut mm) })?;
-        // Closed runs go here (no allocation until the first); `Drop`
+        // Closed runs go here (no allocation until the second); `Drop`
         // unpins them if we fail.
         let mut this = Pinned {
             runs: Runs::Many(KVVec::new()),
@@ -121,7 +139,7 @@ impl Pinned {
                 };
                 let k = (k as usize).clamp(1, got - i);
                 if let Some(run) = builder.push_run(pfn as u64, k as u64) {
-                    if let Err(e) = this.record(run) {
+                    if let Err(e) = this.runs.push(run) {
                         // The new open run is `pages[i..i + k]`.
                         // SAFETY: `run` and `pages[i..got]` are pinned and recorded nowhere else.
                         unsafe {
@@ -137,9 +155,7 @@ impl Pinned {
             left -= got as u64;
         }
         if let Some(run) = builder.finish() {
-            if this.runs.is_empty() {
-                this.runs = Runs::One(run);
-            } else if let Err(e) = this.record(run) {
+            if let Err(e) = this.runs.push(run) {
                 // SAFETY: these pages are pinned and recorded nowhere else.
                 unsafe { unpin_run(&run, write) };
                 return Err(e);
@@ -152,14 +168,6 @@ impl Pinned {
             }
         }
         Ok(this)
-    }
-
-    /// Adds a closed run to the table being built.
-    fn record(&mut self, run: Run) -> Result {
-        match &mut self.runs {
-            Runs::Many(runs) => Ok(runs.push(run, GFP_KERNEL)?),
-            Runs::One(_) => Err(EINVAL),
-        }
     }
 
     /// Bytes of translation table.
