@@ -4,7 +4,7 @@
 KDIR ?= $(shell $(CURDIR)/scripts/build-kernel.sh)
 export LIBCLANG_PATH ?= /usr/lib/llvm-19/lib
 
-.PHONY: all modules kdir clean rust-analyzer host-test check lint fuzz fmt test run bench bench-mr bench-perftest tests
+.PHONY: all modules kdir clean rust-analyzer host-test check lint fuzz fmt test run bench bench-mr bench-perftest profile tests
 
 KSRC = $(shell readlink -f $(KDIR)/source)
 TEST_CFLAGS = -O2 -g -Wall -I$(KSRC)/tools/testing/selftests -I$(KSRC)
@@ -73,6 +73,11 @@ bench-mr:
 # The seven perftests on oxe and on rdma_rxe (separate boots, alternating).
 bench-perftest:
 	scripts/bench-perftest.sh $(MODE)
+
+# One perftest case profiled in its steady state (perf, and with TRACE=1 a
+# timeline of oxe's tasks), on oxe or with RXE=1 on rdma_rxe.
+profile:
+	scripts/profile.sh $(if $(RXE),-r) $(if $(TRACE),--trace) $(CASE)
 
 # Build, boot, create oxe0 and show it.
 run:

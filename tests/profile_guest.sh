@@ -1,0 +1,73 @@
+#!/bin/sh
+# make profile, in the guest: one perftest case on oxe0 (or rxe0 in the
+# reference boot), profiled in its steady state. Server and client run on
+# the device; once the client has run for OXE_PROF_WARM seconds:
+#   - perf record -a -g (cpu-clock) for OXE_PROF_SECS seconds, reported by
+#     symbol, by command and CPU, and for the kernel workers alone;
+#   - then, with OXE_PROF_TRACE, an ftrace window (the first
+#     OXE_PROF_TRACE_KB KiB of events per CPU, about a second) of the workqueue and
+#     scheduler events (trace.txt), which scripts/trace_summary.py turns into
+#     a timeline summary: each CPU's busy and idle time, how long each task's
+#     turns took, and who queued which task on which CPU.
+# Results go to $OXE_OUT (perf.txt, trace.txt, result.txt).
+# Usage: profile_guest.sh TOOL ARGS... (perftest's, without -d, -p and the
+# server's address).
+set -u
+if [ "$OXE_FLAVOUR" = rxe ]; then
+	modprobe rdma_rxe && rdma link add rxe0 type rxe netdev eth0 && dev=rxe0
+else
+	modprobe rdma_oxe ${OXE_MODPARAMS:-} && rdma link add oxe0 type oxe netdev eth0 && dev=oxe0
+fi || exit 1
+tool=$1
+shift
+secs=${OXE_PROF_SECS:-2}
+warm=${OXE_PROF_WARM:-3}
+# Long enough to cover the warm-up, the profile and the trace.
+dur=$((warm + secs + 6))
+case $tool in
+*_lat) run="-n 1000000" ;;
+*) run="-D $dur" ;;
+esac
+out=$OXE_OUT
+timeout $((dur + 60)) "$tool" -d $dev -F -p 19700 $run "$@" >"$out/server.txt" 2>&1 &
+srv=$!
+i=0
+while ! ss -ltn | grep -q ':19700 ' && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+timeout $((dur + 60)) "$tool" -d $dev -F -p 19700 $run "$@" 10.77.0.1 >"$out/client.txt" 2>&1 &
+cli=$!
+sleep "$warm"
+perf record -q -e cpu-clock -a -g -o /tmp/prof.data -- sleep "$secs" >/dev/null 2>&1
+if [ -n "${OXE_PROF_TRACE:-}" ]; then
+	T=/sys/kernel/tracing
+	mountpoint -q $T || mount -t tracefs nodev $T
+	# Events from the start until the buffer is full (not the last ones):
+	# the window then begins with this script's own fork of `sleep`, and
+	# goes on with the case alone.
+	echo "${OXE_PROF_TRACE_KB:-3000}" >$T/buffer_size_kb
+	echo 0 >$T/options/overwrite
+	for e in workqueue/workqueue_queue_work workqueue/workqueue_execute_start \
+		workqueue/workqueue_execute_end sched/sched_switch sched/sched_wakeup; do
+		echo 1 >$T/events/$e/enable
+	done
+	echo 1 >$T/tracing_on
+	sleep 1
+	echo 0 >$T/tracing_on
+	cat $T/trace >"$out/trace.txt"
+fi
+# A latency test is stopped here; a bandwidth test ends by itself.
+case $tool in *_lat) kill $cli $srv 2>/dev/null ;; esac
+wait $cli
+wait $srv
+case $tool in
+*_lat) echo "(a latency test is stopped after its profile: no report)" ;;
+*) grep -E '^ +[0-9]+ +[0-9]+ ' "$out/client.txt" | tail -1 ;;
+esac >"$out/result.txt"
+{
+	echo "## by command and CPU"
+	perf report -i /tmp/prof.data --stdio --no-children --sort comm,cpu -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -20
+	echo "## by symbol"
+	perf report -i /tmp/prof.data --stdio --no-children --sort dso,sym -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -50
+	echo "## kernel workers, by symbol"
+	perf report -i /tmp/prof.data --stdio --no-children --sort comm,sym -g none 2>/dev/null | grep kworker | head -40
+} >"$out/perf.txt"
+rdma link delete $dev
