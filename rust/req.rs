@@ -49,9 +49,24 @@ pub(crate) fn run(qp: &Arc<Qp>) {
 /// under ib_write_bw).
 pub(crate) fn run_or_queue(qp: &Arc<Qp>) {
     match qp.sq.try_lock() {
-        Some(sq) => turn(qp, sq),
+        Some(sq) if !mid_flow(&sq) => turn(qp, sq),
+        Some(sq) => {
+            drop(sq);
+            qp.schedule();
+        }
         None => qp.schedule(),
     }
+}
+
+/// WQEs taken with packets left to send: the send task runs again for them
+/// (a response opens the window, a spent budget requeues it, a timer ends
+/// an RNR wait or a retransmission), and takes the new WQEs after them. A
+/// turn here would send them at the poster's priority, holding the SQ, and
+/// wake the peer's receive task, which preempts the poster at the system
+/// call's exit: a poster sharing its CPU with the flow then queued one
+/// message per slice the scheduler gave it.
+fn mid_flow(sq: &SendSide) -> bool {
+    sq.next < sq.inflight.len()
 }
 
 fn turn(qp: &Arc<Qp>, mut sq: kernel::sync::MutexGuard<'_, SendSide>) {
@@ -76,10 +91,15 @@ fn turn(qp: &Arc<Qp>, mut sq: kernel::sync::MutexGuard<'_, SendSide>) {
         comp::arm_retry(qp, &mut sq, &attrs);
     }
     more |= !qp.inbox.lock().responses.is_empty() || sq.peer_full;
+    // A flow that waits for its window (WQEs still in flight) goes on: the
+    // response that opens the window queues the next turn, which keeps the
+    // streak's priority (`yield_ms`); a streak that ended there at each
+    // full window kept a flood on the high-priority queue for good.
+    let done = sq.inflight.is_empty();
     drop(sq);
     if more {
         qp.requeue();
-    } else {
+    } else if done {
         qp.idle::<SEND>();
     }
 }

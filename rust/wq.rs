@@ -58,7 +58,7 @@ pub(crate) fn queue() -> Option<&'static workqueue::Queue> {
     loaded(&WQ)
 }
 
-/// The normal-priority queue, for a turn of a task that has kept its CPU
+/// The normal-priority queue, for the turns of a task that has kept its CPU
 /// busy (`yield_ms`).
 pub(crate) fn normal() -> Option<&'static workqueue::Queue> {
     loaded(&NORMAL)
@@ -71,7 +71,7 @@ fn loaded(q: &AtomicPtr<b::workqueue_struct>) -> Option<&'static workqueue::Queu
 }
 
 /// How long a task may keep requeueing itself on the high-priority queue
-/// before a turn at normal priority (`yield_ms`; 0: always high).
+/// before it goes on at normal priority (`yield_ms`; 0: always high).
 pub(crate) fn yield_after_ns() -> u64 {
     u64::from(*crate::module_parameters::yield_ms.value()) * 1_000_000
 }

@@ -116,6 +116,10 @@ pub const fn train_bytes(len: u32) -> u32 {
     len.saturating_add(NET_HDRS)
 }
 
+/// A task's busy streak once it is past the limit: it runs at normal
+/// priority until its streak ends (see [`busy_streak`]).
+pub const SHARING: u64 = u64::MAX;
+
 /// Whether a task that requeues itself with work left takes its next turn
 /// at normal priority rather than on oxe's high-priority queue: once it has
 /// requeued itself without a break for more than `limit_ns` (0: never). A
@@ -123,13 +127,21 @@ pub const fn train_bytes(len: u32) -> u32 {
 /// (a flood of 1 MiB messages in 1 KiB packets) would leave a nice-0 process
 /// on its CPU about 1% of it, the poster of the flood included. `since` is
 /// when the streak began (0: none); returns the new `since` and the answer.
-/// A shared turn ends the streak, so a long flow yields once per `limit_ns`
-/// and a short burst keeps the high priority throughout.
+///
+/// Past the limit the task stays at normal priority (`since` becomes
+/// [`SHARING`]) until its streak ends, as softirqs do once they overflow
+/// into ksoftirqd. One shared turn per limit let the poster in only when the
+/// scheduler picked it over that turn's worker: a poster whose every post
+/// woke the high-priority worker, which preempted it at once, sometimes took
+/// the whole run to queue its first 128 messages. A short burst keeps the
+/// high priority throughout.
 pub fn busy_streak(since: u64, now: u64, limit_ns: u64) -> (u64, bool) {
-    if since == 0 {
-        (now.max(1), false)
+    if since == SHARING {
+        (SHARING, true)
+    } else if since == 0 {
+        (now.clamp(1, SHARING - 1), false)
     } else if limit_ns != 0 && now.saturating_sub(since) > limit_ns {
-        (0, true)
+        (SHARING, true)
     } else {
         (since, false)
     }
@@ -252,27 +264,31 @@ mod tests {
     }
 
     #[test]
-    fn a_busy_streak_yields_once_per_limit() {
+    fn a_busy_streak_shares_its_cpu_until_it_ends() {
         let ms = 1_000_000;
-        // A streak begins at the first requeue, and a clock reading of 0
-        // still begins one.
+        // A streak begins at the first requeue; a clock reading of 0 still
+        // begins one, and one at the sentinel does not share.
         assert_eq!(busy_streak(0, 5 * ms, 2 * ms), (5 * ms, false));
         assert_eq!(busy_streak(0, 0, 2 * ms), (1, false));
+        assert_eq!(busy_streak(0, u64::MAX, 2 * ms), (SHARING - 1, false));
         // Within the limit it keeps the high priority.
         assert_eq!(busy_streak(5 * ms, 7 * ms, 2 * ms), (5 * ms, false));
-        // Past it, one turn at normal priority, and the streak ends.
-        assert_eq!(busy_streak(5 * ms, 7 * ms + 1, 2 * ms), (0, true));
-        // A limit of 0 never yields; a clock that went back does not either.
-        assert_eq!(busy_streak(5 * ms, u64::MAX, 0), (5 * ms, false));
+        // A limit of 0 never shares; a clock that went back does not either.
+        assert_eq!(busy_streak(5 * ms, u64::MAX - 1, 0), (5 * ms, false));
         assert_eq!(busy_streak(5 * ms, ms, 2 * ms), (5 * ms, false));
-        // A long flow yields once per limit.
-        let (mut since, mut yields) = (0, 0);
+        // Past it, normal priority, whatever the clock says, until the
+        // streak ends (`idle` resets it to 0).
+        assert_eq!(busy_streak(5 * ms, 7 * ms + 1, 2 * ms), (SHARING, true));
+        assert_eq!(busy_streak(SHARING, 0, 2 * ms), (SHARING, true));
+        assert_eq!(busy_streak(SHARING, u64::MAX, 2 * ms), (SHARING, true));
+        // A long flow: high priority for its first limit, then shared.
+        let (mut since, mut shared) = (0, 0);
         for t in 0..=100u64 {
             let (s, y) = busy_streak(since, 1 + t * ms / 10, 2 * ms);
             since = s;
-            yields += u32::from(y);
+            shared += u32::from(y);
         }
-        assert_eq!(yields, 4);
+        assert_eq!(shared, 80);
     }
 
     #[test]

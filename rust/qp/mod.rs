@@ -254,7 +254,8 @@ pub(crate) struct Qp {
     /// The CPU its tasks run on (`qp_spread`), or the one queueing them.
     pub(crate) home: Option<i32>,
     /// Since when (ns) its receive and send tasks have requeued themselves
-    /// without a break (0: not busy), for `yield_ms`.
+    /// without a break (0: not busy; `params::SHARING`: past `yield_ms`, at
+    /// normal priority until the streak ends), for `yield_ms`.
     pub(crate) busy: [Atomic<u64>; 2],
     #[pin]
     pub(crate) attr: IrqSpinLock<Attrs>,
@@ -366,6 +367,15 @@ impl Qp {
         if self.is_dead() {
             return;
         }
+        // A task sharing its CPU (past `yield_ms`) stays at normal priority
+        // whoever queues it: a response's or a request's wake-up on the
+        // high-priority queue would take its CPU back from the processes there.
+        if self.home.is_none() && self.streak::<ID>().load(ordering::Relaxed) == params::SHARING {
+            if let Some(wq) = crate::wq::normal() {
+                let _ = wq.enqueue::<_, ID>(self.clone());
+                return;
+            }
+        }
         match (
             self.home.or_else(|| crate::wq::away_cpu_for(bytes)),
             crate::wq::queue(),
@@ -381,9 +391,10 @@ impl Qp {
     }
 
     /// Requeues the send task after a turn that left work: on oxe's
-    /// high-priority queue, or for one turn on the normal-priority one once
-    /// it has kept requeueing itself for `yield_ms` (`params::busy_streak`;
-    /// with `qp_spread` it stays on its home CPU's high-priority queue).
+    /// high-priority queue, or on the normal-priority one once it has kept
+    /// requeueing itself for `yield_ms`, until its flow pauses (`idle`,
+    /// `params::busy_streak`; with `qp_spread` it stays on its home CPU's
+    /// high-priority queue).
     pub(crate) fn requeue(self: &Arc<Self>) {
         self.requeue_task::<SEND>();
     }

@@ -17,7 +17,11 @@ rc=$?
 # messages keep it runnable for seconds: a nice-0 ib_send_bw client then got
 # about 1% of its CPU and counted no completion in its 2 s (its doorbells
 # 1.5-30 ms each) while the server counted 60-90 messages. Now a task that
-# kept its CPU busy for yield_ms takes a turn at normal priority. Each case:
+# kept its CPU busy for yield_ms goes on at normal priority until its flow
+# pauses. (Stop 35 had it take one turn there: a client that queued its
+# first 128 messages one per slice, each post waking the worker that
+# preempted it, once counted 16 messages to the server's 136; a nice-10
+# client did so in most runs.) Each case:
 # the client (nice 0, as a user runs it) counts messages, at least a quarter
 # of the server's count (the two count over their own 2 s; with the fix they
 # agree within a few).
