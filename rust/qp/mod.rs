@@ -416,18 +416,15 @@ impl Qp {
         Arc<Self>: RawWorkItem<ID> + Send + 'static,
     {
         let streak = self.streak::<ID>();
-        let (since, share) = params::busy_streak(
+        let (since, _shared) = params::busy_streak(
             streak.load(ordering::Relaxed),
             crate::wq::now_ns(),
             crate::wq::yield_after_ns(),
         );
         streak.store(since, ordering::Relaxed);
-        match (share, self.home, crate::wq::normal()) {
-            (true, None, Some(wq)) if !self.is_dead() => {
-                let _ = wq.enqueue::<_, ID>(self.clone());
-            }
-            _ => self.queue_task::<ID>(),
-        }
+        // Past the limit the streak is `SHARING`, for which `queue_task`
+        // takes the normal-priority queue, as for anyone queueing the task.
+        self.queue_task::<ID>();
     }
 
     /// A task's turn ended with nothing left: its busy streak ends. Most
