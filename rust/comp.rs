@@ -356,6 +356,7 @@ fn rewind(sq: &mut SendSide) {
     // What was asked from the head on is asked again: the head holds `una`
     // (everything before it completed), so no request is outstanding now.
     sq.rd_requests = 0;
+    sq.unasked = 0;
     let mut found = None;
     for i in 0..sq.inflight.len() {
         let Some(p) = sq.inflight.get_mut(i) else {

@@ -167,6 +167,7 @@ fn send_packets(
 ) -> Step {
     let next = sq.next;
     let una = sq.una;
+    let defer = defers_ack(qp, sq, attrs, next);
     let Some(p) = sq.inflight.get_mut(next) else {
         return Step::Blocked;
     };
@@ -220,6 +221,9 @@ fn send_packets(
                     Err(Gather::Access) => {
                         // The source MR changed under the WQE (invalidated).
                         p.op = Op::Failed(b::ib_wc_status_IB_WC_LOC_PROT_ERR);
+                        if i == 0 && sq.unasked > 0 {
+                            ask_again(sq, next);
+                        }
                         return Step::Progress;
                     }
                 };
@@ -237,7 +241,10 @@ fn send_packets(
                 let mut hdr = Hdr::new(opcode, psn, dest);
                 hdr.deth = deth;
                 let last = i + 1 == p.npkts;
-                hdr.ack_req = qp.reliable() && packet::ack_req(i, p.npkts, ACK_EVERY);
+                if qp.reliable() {
+                    hdr.ack_req = packet::ack_req(last, defer, sq.unasked, ACK_EVERY);
+                    sq.unasked = if hdr.ack_req { 0 } else { sq.unasked + 1 };
+                }
                 hdr.solicited = last && p.w.send_flags & flags::SOLICITED != 0;
                 hdr.ex = p.w.ex;
                 if i == 0 && matches!(kind, Kind::Write | Kind::WriteImm) {
@@ -293,6 +300,7 @@ fn send_packets(
                 });
                 p.sent += n;
                 sq.rd_requests += 1;
+                sq.unasked = 0;
                 *budget -= 1;
                 net::xmit_to(
                     qp,
@@ -317,11 +325,58 @@ fn send_packets(
             };
             p.sent = 1;
             sq.rd_requests += 1;
+            sq.unasked = 0;
             *budget -= 1;
             sq.next += 1;
             net::xmit_to(qp, attrs.route.as_ref(), pkt, Some(&mut sq.train));
             Step::Progress
         }
+    }
+}
+
+/// Whether the last packet of the WQE at `next` may leave its ACK request to
+/// the WQE after it: the WQE is an unsignaled SEND or WRITE (nothing the
+/// application sees completes with it), and the next WQE is taken, valid,
+/// and about to send packets of its own (a READ or an atomic asks for its
+/// answer; the last message asks unless it may defer in turn). The next
+/// WQE is taken now if it is posted, as the turn would right after.
+/// Fenced WQEs and local operations wait for what is in flight and so are
+/// never taken here: one behind an ACK nobody asked for would wait until
+/// the retransmit timer.
+fn defers_ack(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs, next: usize) -> bool {
+    let Some(p) = sq.inflight.get(next) else {
+        return false;
+    };
+    if !qp.reliable()
+        || !matches!(p.op, Op::Message(..))
+        || qp.sq_sig_all
+        || p.w.send_flags & flags::SIGNALED != 0
+    {
+        return false;
+    }
+    if sq.inflight.len() == next + 1
+        && (attrs.state != STATE_RTS
+            || !in_window(sq, sq.psn)
+            || !matches!(take(qp, sq, attrs), Take::Taken))
+    {
+        return false;
+    }
+    sq.inflight
+        .get(next + 1)
+        .is_some_and(|s| !matches!(s.op, Op::Failed(_)))
+}
+
+/// The WQE at `next` failed before its first packet, and the WQE before it
+/// had left its ACK request to it: that last packet goes again, asking (the
+/// responder acknowledges a duplicate), so that the failed WQE reaches the
+/// head without waiting for the retransmit timer (or forever, with none).
+fn ask_again(sq: &mut SendSide, next: usize) {
+    let Some(prev) = next.checked_sub(1) else {
+        return;
+    };
+    if let Some(p) = sq.inflight.get_mut(prev) {
+        p.sent = p.npkts.saturating_sub(1);
+        sq.next = prev;
     }
 }
 

@@ -252,6 +252,100 @@ TEST_F(dp, packets_per_message_follow_the_path)
 }
 
 /*
+ * Unsignaled messages followed by more leave their ACK request to a later
+ * one (at least one packet in ACK_EVERY, 32, still asks): 48 WRITEs of 4 KiB
+ * posted as one list, the last signaled, take 48 request packets (192 on
+ * the wire) and a few ACKs, where one ACK per message made it 96 (240).
+ */
+TEST_F(dp, unsignaled_messages_share_their_acks)
+{
+	enum { N = 48, LEN = 4096 };
+	struct ibv_sge sge[N];
+	struct ibv_send_wr wr[N], *bad;
+	struct ibv_wc wc;
+	const char *w = getenv("OXE_WIRE_LOOPBACK");
+	long before, sent, requests = w && atoi(w) ? N * (LEN / 1024) : N;
+
+	usleep(50000);
+	before = port_counter(self->ctx, "sent_pkts");
+	if (before < 0)
+		SKIP(return, "no sent_pkts counter readable");
+	memset(wr, 0, sizeof(wr));
+	for (int i = 0; i < N; i++) {
+		memset(self->a.buf + i * LEN, 'a' + i % 26, LEN);
+		sge[i] = (struct ibv_sge){ (uintptr_t)self->a.buf + i * LEN, LEN, self->a.mr->lkey };
+		wr[i].wr_id = i;
+		wr[i].sg_list = &sge[i];
+		wr[i].num_sge = 1;
+		wr[i].opcode = IBV_WR_RDMA_WRITE;
+		wr[i].wr.rdma.remote_addr = (uintptr_t)self->b.buf + i * LEN;
+		wr[i].wr.rdma.rkey = self->b.mr->rkey;
+		wr[i].next = i + 1 < N ? &wr[i + 1] : NULL;
+	}
+	wr[N - 1].send_flags = IBV_SEND_SIGNALED;
+	ASSERT_EQ(0, ibv_post_send(self->a.qp, wr, &bad));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	ASSERT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(N - 1, wc.wr_id);
+	usleep(50000);
+	sent = port_counter(self->ctx, "sent_pkts") - before;
+	TH_LOG("%ld packets for %ld request packets and their ACKs", sent, requests);
+	EXPECT_LE(requests + 1, sent);
+	/* An ACK per 32 packets and the last, with room for a go-back. */
+	EXPECT_GE(requests + requests / 32 + 1 + 8, sent);
+	EXPECT_EQ(0, memcmp(self->a.buf, self->b.buf, N * LEN));
+}
+
+/*
+ * An unsignaled WRITE leaves its ACK request only to a WQE that is taken
+ * and sends packets of its own: before a fenced WQE (which waits for the
+ * WRITE's completion) or a WQE that fails, it asks itself. On QPs with no
+ * retransmit timer (timeout 0) a WRITE that had not asked would wait
+ * forever.
+ */
+static int poll_wc_ms(struct ibv_cq *cq, struct ibv_wc *wc, int ms);
+
+TEST_F(dp, an_unsignaled_write_asks_before_a_fence_or_a_failure)
+{
+	struct loop l;
+	struct ibv_wc wc;
+	struct {
+		enum ibv_wr_opcode op;
+		int flags, bad_lkey, status;
+	} c[] = {
+		{ IBV_WR_RDMA_WRITE, IBV_SEND_FENCE, 0, IBV_WC_SUCCESS },
+		{ IBV_WR_RDMA_READ, IBV_SEND_FENCE, 0, IBV_WC_SUCCESS },
+		/* Last: the failure takes the QP to ERR. */
+		{ IBV_WR_RDMA_WRITE, 0, 1, IBV_WC_LOC_PROT_ERR },
+	};
+
+	ASSERT_EQ(0, loop_open_timeout(self->ctx, self->a.pd, &l, 0));
+	for (unsigned int i = 0; i < sizeof(c) / sizeof(c[0]); i++) {
+		struct ibv_sge sge[2] = {
+			{ (uintptr_t)self->a.buf, 4096, self->a.mr->lkey },
+			{ (uintptr_t)self->a.buf + 8192, 4096,
+			  c[i].bad_lkey ? self->a.mr->lkey ^ 0x80 : self->a.mr->lkey },
+		};
+		struct ibv_send_wr wr[2] = {
+			{ .wr_id = 10 * i, .sg_list = &sge[0], .num_sge = 1,
+			  .opcode = IBV_WR_RDMA_WRITE, .next = &wr[1] },
+			{ .wr_id = 10 * i + 1, .sg_list = &sge[1], .num_sge = 1, .opcode = c[i].op,
+			  .send_flags = IBV_SEND_SIGNALED | c[i].flags },
+		}, *bad;
+
+		wr[0].wr.rdma.remote_addr = (uintptr_t)self->b.buf;
+		wr[0].wr.rdma.rkey = self->b.mr->rkey;
+		wr[1].wr.rdma.remote_addr = (uintptr_t)self->b.buf + 8192;
+		wr[1].wr.rdma.rkey = self->b.mr->rkey;
+		ASSERT_EQ(0, ibv_post_send(l.qp[0], wr, &bad));
+		ASSERT_EQ(1, poll_wc_ms(l.cq[0], &wc, 5000)) TH_LOG("case %u never completed", i);
+		EXPECT_EQ(10 * i + 1, wc.wr_id);
+		EXPECT_EQ(c[i].status, wc.status) TH_LOG("case %u: %s", i, ibv_wc_status_str(wc.status));
+	}
+	loop_close(&l);
+}
+
+/*
  * A WRITE of a buffer onto itself, 32 bytes further on, within one page: the
  * one copy whose source and destination overlap. oxe copies with memcpy
  * unless both are the same page; this is that case, which must come out as

@@ -372,10 +372,13 @@ pub const fn starts_message(opcode: u8) -> bool {
     )
 }
 
-/// Whether packet `index` of `count` asks for an ACK: the last one, and one
-/// every `every` so that a long message keeps the window moving.
-pub const fn ack_req(index: u32, count: u32, every: u32) -> bool {
-    index + 1 == count || (every != 0 && index % every == every - 1)
+/// Whether a request packet asks for an ACK, `unasked` packets after the
+/// last one that did: the last packet of a message, unless it may `defer`
+/// to the next message (see `req::defers_ack`), and at least one in
+/// `every`, so that the window keeps moving. Every ACK costs the responder a
+/// packet and the requester a completer turn; a NIC coalesces them too.
+pub const fn ack_req(last: bool, defer: bool, unasked: u32, every: u32) -> bool {
+    (last && !defer) || (every != 0 && unasked.saturating_add(1) >= every)
 }
 
 /// Whether `psn` lies in `[first, first + count)`, in PSN space.
@@ -416,6 +419,26 @@ mod tests {
     use super::*;
 
     proptest::proptest! {
+        /// Whatever messages follow and whichever of them defer their ACK,
+        /// no more than `every` packets in a row go without asking, and the
+        /// last packet of a message that may not defer always asks.
+        #[test]
+        fn acks_are_asked_at_least_every_n(msgs in proptest::collection::vec((1u32..100, proptest::bool::ANY), 1..50)) {
+            const EVERY: u32 = 32;
+            let mut unasked = 0u32;
+            for (count, defer) in msgs {
+                for i in 0..count {
+                    let last = i + 1 == count;
+                    let ask = ack_req(last, defer, unasked, EVERY);
+                    if last && !defer {
+                        proptest::prop_assert!(ask);
+                    }
+                    unasked = if ask { 0 } else { unasked + 1 };
+                    proptest::prop_assert!(unasked < EVERY);
+                }
+            }
+        }
+
         /// Requests from any resume point end where the original request
         /// from the chunk's start ends, and are answered exactly there.
         #[test]
@@ -540,11 +563,14 @@ mod tests {
 
     #[test]
     fn acks_and_ranges() {
-        assert!(ack_req(0, 1, 32));
-        assert!(!ack_req(0, 2, 32));
-        assert!(ack_req(31, 100, 32));
-        assert!(ack_req(99, 100, 32));
-        assert!(!ack_req(32, 100, 32));
+        assert!(ack_req(true, false, 0, 32));
+        assert!(!ack_req(false, false, 0, 32));
+        assert!(!ack_req(true, true, 0, 32));
+        assert!(!ack_req(true, true, 30, 32));
+        assert!(ack_req(true, true, 31, 32));
+        assert!(ack_req(false, false, 31, 32));
+        assert!(ack_req(true, true, u32::MAX, 32));
+        assert!(!ack_req(true, true, 5, 0));
         assert!(psn_in(PSN_MASK, PSN_MASK, 2));
         assert!(psn_in(0, PSN_MASK, 2));
         assert!(!psn_in(1, PSN_MASK, 2));

@@ -154,6 +154,8 @@ pub(crate) struct SendSide {
     /// UC over loopback: the peer's queue was full, the send task runs
     /// again once the peer had a turn.
     pub(crate) peer_full: bool,
+    /// Request packets sent since the last one that asked for an ACK.
+    pub(crate) unasked: u32,
     /// The requester's packets on the wire, sent together at the end of
     /// its turn (empty between turns).
     pub(crate) train: Train,

@@ -212,6 +212,7 @@ impl Qp {
                         answer_gap: None,
                         rd_requests: 0,
                         peer_full: false,
+                        unasked: 0,
                         train: Train::new(),
                     }),
                     rq <- kernel::new_mutex!(RecvSide {
