@@ -8,7 +8,6 @@
 //! answered again and atomics replayed, never executed twice. On an access or
 //! request error the QP goes to ERR and the target memory stays untouched.
 
-use kernel::prelude::*;
 use kernel::sync::atomic::ordering;
 use kernel::sync::Arc;
 use kernel::workqueue::WorkItem;
@@ -16,19 +15,20 @@ use kernel::workqueue::WorkItem;
 use crate::access;
 use crate::bindings as b;
 use crate::comp;
-use crate::cq::Cqe;
-use crate::ib::skb::Train;
-use crate::mr::{self, MrRef};
-use crate::mtt::Request;
 use crate::net;
 use crate::packet::{self, op, Hdr, Nak, Syndrome};
 use crate::params::{cost, BUDGET};
-use crate::pkt::{Gather, Packet, Payload};
-use crate::qp::flight::{Progress, ReadServe};
+use crate::pkt::{Packet, Payload};
+use crate::qp::flight::Progress;
 use crate::qp::{Attrs, Qp, RecvSide, RECV, STATE_ERR, STATE_RTR, STATE_RTS, STATE_SQD, STATE_SQE};
 use crate::sgl::MrCache;
 use crate::stats::Counter;
-use crate::udp;
+
+mod place;
+mod read;
+
+use place::{complete_recv, flush, remote, send_data, write_data};
+use read::{read_ack, serve_read, start_read};
 
 enum Reply {
     Ack,
@@ -263,14 +263,6 @@ fn atomic_ack(qp: &Qp, attrs: &Attrs, psn: u32, orig: u64) {
     respond(qp, attrs, h, Payload::empty());
 }
 
-/// The answer to ATOMIC_WRITE and FLUSH: a READ response with no data
-/// (rxe's too).
-fn read_ack(qp: &Qp, attrs: &Attrs, psn: u32) {
-    let mut h = Hdr::new(op::READ_RESPONSE_ONLY, psn, 0);
-    h.aeth = Some(Syndrome::Ack);
-    respond(qp, attrs, h, Payload::empty());
-}
-
 /// A request seen before: the requester went back past it.
 fn duplicate(qp: &Arc<Qp>, rq: &mut RecvSide, attrs: &Attrs, pkt: &Packet) {
     let h = &pkt.hdr;
@@ -306,105 +298,6 @@ fn duplicate(qp: &Arc<Qp>, rq: &mut RecvSide, attrs: &Attrs, pkt: &Packet) {
                 );
             }
         }
-    }
-}
-
-/// Checks a READ and sets it up to be answered from `psn` on.
-fn start_read(
-    qp: &Qp,
-    rq: &mut RecvSide,
-    attrs: &Attrs,
-    psn: u32,
-    reth: packet::Reth,
-) -> Result<u32, Nak> {
-    let len = u64::from(reth.len);
-    remote(
-        qp,
-        attrs.access,
-        reth.rkey,
-        reth.va,
-        len,
-        access::REMOTE_READ,
-    )?;
-    let mtu = attrs.packet_mtu();
-    let count = packet::packets(len, mtu);
-    rq.read = Some(ReadServe {
-        rkey: reth.rkey,
-        va: reth.va,
-        len,
-        psn,
-        count,
-        next: 0,
-        mtu,
-    });
-    Ok(count)
-}
-
-/// Sends the next READ response packets, within the budget, on the wire as
-/// trains (see `udp::send`), all sent before anything else is answered.
-fn serve_read(qp: &Arc<Qp>, rq: &mut RecvSide, budget: &mut u32, cache: &mut MrCache) {
-    let mut train = Train::new();
-    read_responses(qp, rq, budget, cache, &mut train);
-    udp::send_train(qp, &mut train);
-}
-
-fn read_responses(
-    qp: &Arc<Qp>,
-    rq: &mut RecvSide,
-    budget: &mut u32,
-    cache: &mut MrCache,
-    train: &mut Train,
-) {
-    let attrs = qp.attrs();
-    let Some(r) = rq.read.as_mut() else {
-        return;
-    };
-    while *budget > 0 && r.next < r.count {
-        let off = u64::from(r.next) * u64::from(r.mtu);
-        let n = (r.len - off.min(r.len)).min(u64::from(r.mtu)) as usize;
-        let iova = r.va.wrapping_add(off);
-        let payload = if n == 0 {
-            Ok(Payload::empty())
-        } else {
-            match cached_remote(qp, cache, r.rkey, iova, n as u64, access::REMOTE_READ) {
-                Some((m, at)) => Payload::from_mr(m, at, n),
-                None => Err(Gather::Access),
-            }
-        };
-        let psn = packet::psn_add(r.psn, r.next);
-        let payload = match payload {
-            Ok(p) => p,
-            Err(Gather::NoMem) => {
-                // Try again on the next run.
-                *budget = 0;
-                return;
-            }
-            Err(Gather::Access) => {
-                // The MR went (or was invalidated) under the READ: the NAK
-                // goes after the responses before it.
-                rq.read = None;
-                qp.set_error(rq);
-                udp::send_train(qp, train);
-                ack(qp, &attrs, psn, Syndrome::Nak(Nak::RemoteAccess));
-                return;
-            }
-        };
-        let mut h = Hdr::new(packet::read_response_opcode(r.next, r.count), psn, 0);
-        if r.next == 0 || r.next + 1 == r.count {
-            h.aeth = Some(Syndrome::Ack);
-        }
-        h.qpn = attrs.dest_qpn;
-        r.next += 1;
-        *budget = budget.saturating_sub(cost(n));
-        net::xmit_to(
-            qp,
-            attrs.route.as_ref(),
-            Packet::with(h, payload),
-            Some(train),
-        );
-    }
-    if r.next >= r.count {
-        rq.read = None;
     }
 }
 
@@ -618,231 +511,4 @@ fn request(
         }
         _ => fatal(qp, rq, Nak::InvalidRequest),
     }
-}
-
-/// Consumes the receive WQE and holds its completion until the packet's
-/// response (ACK or NAK) is sent: see `receive`.
-fn complete_recv(qp: &Qp, rq: &mut RecvSide, cqe: Cqe, solicited: bool) {
-    qp.consume_recv(rq);
-    rq.completion = Some((cqe, solicited));
-}
-
-/// FLUSH (IBA 1.5 A19): makes what earlier requests placed in the MR
-/// globally visible, over the RETH's range or (level MR) the whole MR.
-/// oxe's copies are the CPU's own stores, so a full barrier before the
-/// answer is all it takes; the checks are rxe's: the QP and the MR (or a
-/// window, over the range) must grant the type's right, and the rkey is
-/// checked even for an empty range. Persistence is refused: no MR has that
-/// right (registration offers none).
-fn flush(qp: &Qp, qp_access: u32, reth: packet::Reth, feth: packet::Feth) -> Result<(), Nak> {
-    if !feth.valid() {
-        return Err(Nak::InvalidRequest);
-    }
-    let right = feth.rights();
-    if qp_access & right != right {
-        return Err(Nak::RemoteAccess);
-    }
-    let req = Request {
-        key: reth.rkey,
-        pd: qp.pd,
-        iova: reth.va,
-        len: u64::from(reth.len),
-        rights: right,
-    };
-    let ok = if crate::mw_rules::is_mw(reth.rkey) {
-        crate::mw::resolve(qp.mws.get(), qp.uid, &req).is_some()
-    } else {
-        let m = mr::lookup(qp.keys.get(), reth.rkey).ok_or(Nak::RemoteAccess)?;
-        if feth.level == packet::flush::MR {
-            m.check_grant(&req).is_ok()
-        } else {
-            m.check(&req).is_ok()
-        }
-    };
-    if !ok {
-        return Err(Nak::RemoteAccess);
-    }
-    kernel::sync::barrier::smp_mb();
-    Ok(())
-}
-
-/// Checks the remote access of a WRITE, READ or atomic: the QP must allow
-/// it, and the rkey must name a live MR of this QP's PD that grants it over
-/// the range, or a window that does. The MR the access lands in, and where.
-fn remote(
-    qp: &Qp,
-    qp_access: u32,
-    rkey: u32,
-    va: u64,
-    len: u64,
-    right: u32,
-) -> Result<Option<(MrRef, u64)>, Nak> {
-    if qp_access & right == 0 {
-        return Err(Nak::RemoteAccess);
-    }
-    if len == 0 {
-        return Ok(None);
-    }
-    let req = Request {
-        key: rkey,
-        pd: qp.pd,
-        iova: va,
-        len,
-        rights: right,
-    };
-    if crate::mw_rules::is_mw(rkey) {
-        return crate::mw::resolve(qp.mws.get(), qp.uid, &req)
-            .map(Some)
-            .ok_or(Nak::RemoteAccess);
-    }
-    let m = mr::lookup(qp.keys.get(), rkey).ok_or(Nak::RemoteAccess)?;
-    m.check(&req).map_err(|_| Nak::RemoteAccess)?;
-    Ok(Some((m, va)))
-}
-
-/// As [`remote`], for the packets of an access checked at its start, with
-/// the MR of the last packet reused (`MrCache`). A window is resolved afresh
-/// for every packet: it may be rebound or invalidated between two.
-fn cached_remote<'c>(
-    qp: &Qp,
-    cache: &'c mut MrCache,
-    rkey: u32,
-    iova: u64,
-    len: u64,
-    right: u32,
-) -> Option<(&'c MrRef, u64)> {
-    if crate::mw_rules::is_mw(rkey) {
-        let req = Request {
-            key: rkey,
-            pd: qp.pd,
-            iova,
-            len,
-            rights: right,
-        };
-        let (m, at) = crate::mw::resolve(qp.mws.get(), qp.uid, &req)?;
-        return Some((cache.hold(m), at));
-    }
-    cache
-        .checked(qp.keys.get(), rkey, qp.pd, iova, len, right)
-        .map(|m| (m, iova))
-}
-
-fn send_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache) -> Reply {
-    let len = pkt.payload.len() as u64;
-    let (wr_id, fits, received) = match &mut rq.progress {
-        Some(Progress::Send {
-            wr_id,
-            sgl,
-            received,
-        }) => {
-            let fits = *received + len <= sgl.total
-                && sgl.scatter(qp.keys.get(), cache, *received, pkt.payload.src());
-            if fits {
-                *received += len;
-            }
-            (*wr_id, fits, *received)
-        }
-        _ => return fatal(qp, rq, Nak::InvalidRequest),
-    };
-    if !fits {
-        // The message does not fit the posted buffers. UC drops it and
-        // keeps the receive (class D).
-        if qp.uc() {
-            if qp.srq.is_some() {
-                // Its WQE came from the SRQ and is gone: it completes in
-                // error, the QP carries on (class E).
-                let cqe = qp.cqe(
-                    wr_id,
-                    b::ib_wc_status_IB_WC_LOC_LEN_ERR,
-                    b::ib_wc_opcode_IB_WC_RECV,
-                    0,
-                );
-                complete_recv(qp, rq, cqe, false);
-            }
-            return Reply::Nak(Nak::InvalidRequest);
-        }
-        let cqe = qp.cqe(
-            wr_id,
-            b::ib_wc_status_IB_WC_LOC_LEN_ERR,
-            b::ib_wc_opcode_IB_WC_RECV,
-            0,
-        );
-        complete_recv(qp, rq, cqe, false);
-        return fatal(qp, rq, Nak::InvalidRequest);
-    }
-    if !is_last(pkt.hdr.opcode) {
-        return Reply::Ack;
-    }
-    let mut cqe = qp.cqe(
-        wr_id,
-        b::ib_wc_status_IB_WC_SUCCESS,
-        b::ib_wc_opcode_IB_WC_RECV,
-        received as u32,
-    );
-    if has_imm(pkt.hdr.opcode) {
-        cqe.ex = pkt.hdr.ex;
-        cqe.wc_flags |= b::ib_wc_flags_IB_WC_WITH_IMM;
-    } else if matches!(pkt.hdr.opcode, op::SEND_LAST_INV | op::SEND_ONLY_INV) {
-        // The rkey must name a valid fast-registration MR or a bound type 2
-        // window of this QP's PD
-        // (class J error otherwise: the sender sees REM_INV_REQ_ERR).
-        if !crate::mw::invalidate(qp.keys.get(), qp.mws.get(), pkt.hdr.ex, qp.pd) {
-            rq.progress = None;
-            return fatal(qp, rq, Nak::InvalidRequest);
-        }
-        cqe.ex = pkt.hdr.ex;
-        cqe.wc_flags |= b::ib_wc_flags_IB_WC_WITH_INVALIDATE;
-    }
-    rq.progress = None;
-    complete_recv(qp, rq, cqe, pkt.hdr.solicited);
-    Reply::Ack
-}
-
-fn write_data(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache) -> Reply {
-    let len = pkt.payload.len() as u64;
-    let (placed, total) = match &mut rq.progress {
-        Some(Progress::Write {
-            rkey,
-            va,
-            total,
-            received,
-        }) => {
-            let iova = va.wrapping_add(*received);
-            let placed = if *received + len > *total {
-                Err(Nak::InvalidRequest)
-            } else if len > 0
-                && !cached_remote(qp, cache, *rkey, iova, len, access::REMOTE_WRITE)
-                    .is_some_and(|(m, at)| m.write(at, pkt.payload.src(), 0, len as usize))
-            {
-                Err(Nak::RemoteAccess)
-            } else {
-                *received += len;
-                Ok(())
-            };
-            (placed, *total)
-        }
-        _ => return fatal(qp, rq, Nak::InvalidRequest),
-    };
-    if let Err(nak) = placed {
-        return fatal(qp, rq, nak);
-    }
-    if !is_last(pkt.hdr.opcode) {
-        return Reply::Ack;
-    }
-    rq.progress = None;
-    if has_imm(pkt.hdr.opcode) {
-        let Some(Ok((wr_id, _sgl))) = qp.take_recv(rq) else {
-            return fatal(qp, rq, Nak::RemoteOperational);
-        };
-        let mut cqe = qp.cqe(
-            wr_id,
-            b::ib_wc_status_IB_WC_SUCCESS,
-            b::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM,
-            total as u32,
-        );
-        cqe.ex = pkt.hdr.ex;
-        cqe.wc_flags |= b::ib_wc_flags_IB_WC_WITH_IMM;
-        complete_recv(qp, rq, cqe, pkt.hdr.solicited);
-    }
-    Reply::Ack
 }
