@@ -113,7 +113,7 @@ module! {
         },
         yield_ms: u8 {
             default: 2,
-            description: "A QP task that has requeued itself without a break for this many ms goes on at normal priority until its flow pauses, sharing its CPU with the processes there (0: never)",
+            description: "A QP task that has requeued itself without a break for this many ms then runs a quarter as long at normal priority (or until its flow pauses), sharing its CPU with the processes there (0: never)",
         },
         train: u8 {
             default: 8,

@@ -256,8 +256,8 @@ pub(crate) struct Qp {
     /// The CPU its tasks run on (`qp_spread`), or the one queueing them.
     pub(crate) home: Option<i32>,
     /// Since when (ns) its receive and send tasks have requeued themselves
-    /// without a break (0: not busy; `params::SHARING`: past `yield_ms`, at
-    /// normal priority until the streak ends), for `yield_ms`.
+    /// without a break (0: not busy; with `params::SHARING` set: past
+    /// `yield_ms`, at normal priority for a quarter of it), for `yield_ms`.
     pub(crate) busy: [Atomic<u64>; 2],
     #[pin]
     pub(crate) attr: IrqSpinLock<Attrs>,
@@ -372,7 +372,7 @@ impl Qp {
         // A task sharing its CPU (past `yield_ms`) stays at normal priority
         // whoever queues it: a response's or a request's wake-up on the
         // high-priority queue would take its CPU back from the processes there.
-        if self.home.is_none() && self.streak::<ID>().load(ordering::Relaxed) == params::SHARING {
+        if self.home.is_none() && params::is_sharing(self.streak::<ID>().load(ordering::Relaxed)) {
             if let Some(wq) = crate::wq::normal() {
                 let _ = wq.enqueue::<_, ID>(self.clone());
                 return;
@@ -394,9 +394,9 @@ impl Qp {
 
     /// Requeues the send task after a turn that left work: on oxe's
     /// high-priority queue, or on the normal-priority one once it has kept
-    /// requeueing itself for `yield_ms`, until its flow pauses (`idle`,
-    /// `params::busy_streak`; with `qp_spread` it stays on its home CPU's
-    /// high-priority queue).
+    /// requeueing itself for `yield_ms`, for a quarter of that or until its
+    /// flow pauses (`idle`, `params::busy_streak`; with `qp_spread` it stays
+    /// on its home CPU's high-priority queue).
     pub(crate) fn requeue(self: &Arc<Self>) {
         self.requeue_task::<SEND>();
     }
