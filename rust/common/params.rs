@@ -293,7 +293,7 @@ mod tests {
         // A limit of 0 never shares, and ends a sharing phase; a clock that
         // went back does not start one either.
         assert_eq!(busy_streak(5 * ms, u64::MAX - 1, 0), (5 * ms, false));
-        assert_eq!(busy_streak(SHARING | 5 * ms, 6 * ms, 0), (6 * ms, false));
+        assert_eq!(busy_streak(SHARING | (5 * ms), 6 * ms, 0), (6 * ms, false));
         assert_eq!(busy_streak(5 * ms, ms, 2 * ms), (5 * ms, false));
         // Past it, normal priority for a quarter limit, then a new streak.
         let s = busy_streak(5 * ms, 7 * ms + 1, 2 * ms);
