@@ -346,6 +346,60 @@ TEST_F(dp, an_unsignaled_write_asks_before_a_fence_or_a_failure)
 }
 
 /*
+ * ask_again's case: the WQE after an unsignaled SEND loses its source MR
+ * after it was taken, so the failure is found at its first packet, once the
+ * SEND has left its ACK request to it. The SEND meets an empty RQ: RNR, and
+ * the responder's min_rnr_timer 0 makes both wait 655 ms before they go
+ * again, time enough to deregister the WRITE's MR and post the receive.
+ * Without a retransmit timer (timeout 0) the SEND's last packet must go
+ * again, asking, or the failed WRITE never reaches the head.
+ */
+TEST_F(dp, an_unsignaled_send_asks_again_when_the_next_loses_its_mr)
+{
+	struct ibv_qp_attr qa = { .min_rnr_timer = 0 };
+	char *src = self->a.buf + 8192;
+	struct ibv_wc wc;
+	struct ibv_mr *mr;
+	struct loop l;
+	long rnr;
+	int i;
+
+	ASSERT_EQ(0, loop_open_timeout(self->ctx, self->a.pd, &l, 0));
+	ASSERT_EQ(0, ibv_modify_qp(l.qp[1], &qa, IBV_QP_MIN_RNR_TIMER));
+	mr = ibv_reg_mr(self->a.pd, src, 4096, IBV_ACCESS_LOCAL_WRITE);
+	ASSERT_NE(NULL, mr);
+
+	struct ibv_sge sge[2] = {
+		{ (uintptr_t)self->a.buf, 64, self->a.mr->lkey },
+		{ (uintptr_t)src, 4096, mr->lkey },
+	};
+	struct ibv_send_wr wr[2] = {
+		{ .wr_id = 1, .sg_list = &sge[0], .num_sge = 1, .opcode = IBV_WR_SEND,
+		  .next = &wr[1] },
+		{ .wr_id = 2, .sg_list = &sge[1], .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+		  .send_flags = IBV_SEND_SIGNALED },
+	}, *bad;
+
+	wr[1].wr.rdma.remote_addr = (uintptr_t)self->b.buf + 8192;
+	wr[1].wr.rdma.rkey = self->b.mr->rkey;
+	rnr = port_counter(self->ctx, "rcvd_rnr_err");
+	ASSERT_LE(0, rnr);
+	ASSERT_EQ(0, ibv_post_send(l.qp[0], wr, &bad));
+	for (i = 0; i < 2000 && port_counter(self->ctx, "rcvd_rnr_err") == rnr; i++)
+		usleep(1000);
+	ASSERT_LT(rnr, port_counter(self->ctx, "rcvd_rnr_err")) TH_LOG("no RNR NAK");
+	ASSERT_EQ(0, ibv_dereg_mr(mr));
+	ASSERT_EQ(0, post_recv(l.qp[1], self->b.buf, 64, self->b.mr->lkey, 3));
+	ASSERT_EQ(1, poll_wc_ms(l.cq[0], &wc, 5000)) TH_LOG("the failed WRITE never completed");
+	EXPECT_EQ(2, wc.wr_id);
+	EXPECT_EQ(IBV_WC_LOC_PROT_ERR, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	ASSERT_EQ(1, poll_wc_ms(l.cq[1], &wc, 5000));
+	EXPECT_EQ(3, wc.wr_id);
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	loop_close(&l);
+}
+
+/*
  * A WRITE of a buffer onto itself, 32 bytes further on, within one page: the
  * one copy whose source and destination overlap. oxe copies with memcpy
  * unless both are the same page; this is that case, which must come out as
