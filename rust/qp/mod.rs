@@ -366,6 +366,20 @@ impl Qp {
     where
         Arc<Self>: RawWorkItem<ID> + Send + 'static,
     {
+        self.queue_task_away::<ID>(|| crate::wq::away_cpu_for(bytes));
+    }
+
+    /// Runs the send task soon on CPU `cpu`, which `wq::away_cpu_for` found
+    /// idle (unless the QP has a home CPU or shares its CPU, as `queue_task`).
+    pub(crate) fn schedule_on(self: &Arc<Self>, cpu: i32) {
+        self.queue_task_away::<SEND>(|| Some(cpu));
+    }
+
+    /// As `queue_task`, with `away` choosing the CPU of a poster's hand-over.
+    fn queue_task_away<const ID: u64>(self: &Arc<Self>, away: impl FnOnce() -> Option<i32>)
+    where
+        Arc<Self>: RawWorkItem<ID> + Send + 'static,
+    {
         if self.is_dead() {
             return;
         }
@@ -378,10 +392,7 @@ impl Qp {
                 return;
             }
         }
-        match (
-            self.home.or_else(|| crate::wq::away_cpu_for(bytes)),
-            crate::wq::queue(),
-        ) {
+        match (self.home.or_else(away), crate::wq::queue()) {
             (Some(cpu), _) => {
                 let _ = crate::wq::enqueue_on::<_, ID>(cpu, self.clone());
             }
