@@ -8,7 +8,9 @@
 #   make profile CASE="ib_write_bw -s 65536 -q 4" [TRACE=1] [RXE=1]
 # -r profiles rdma_rxe instead, in its own boot. OXE_MODPARAMS applies to
 # oxe; OXE_PROF_SECS (2) and OXE_PROF_WARM (3) set the profile's length and
-# the warm-up before it. The results stay in the printed directory.
+# the warm-up before it; OXE_PROF_CALLERS="sym ..." adds the call chains
+# into each of those symbols (who spins on which mutex, say). The results
+# stay in the printed directory.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 vmflag=()
@@ -28,6 +30,7 @@ out=$(mktemp -d /tmp/oxe-profile.XXXXXX)
 "$OXE_ROOT/qemu/run-vm.sh" "${vmflag[@]}" -k "$kdir" -o "$out" -t 600 -- \
 	env OXE_MODPARAMS="${OXE_MODPARAMS:-}" OXE_PROF_SECS="${OXE_PROF_SECS:-2}" \
 	OXE_PROF_WARM="${OXE_PROF_WARM:-3}" OXE_PROF_TRACE="$trace" \
+	OXE_PROF_CALLERS="${OXE_PROF_CALLERS:-}" \
 	tests/profile_guest.sh "$@"
 echo "# $* on $([[ ${#vmflag[@]} -gt 0 ]] && echo rdma_rxe || echo oxe): $(cat "$out/result.txt" 2>/dev/null)"
 cat "$out/perf.txt"
