@@ -51,9 +51,10 @@ pub(crate) fn run(qp: &Arc<Qp>) {
 /// A post behind WQEs still in flight (a stream: the application keeps a
 /// queue of them) goes to an idle CPU beside the poster if there is one
 /// (`peer_away`): the poster's CPU is then the stream's limit (a system
-/// call a message), and the turn there cost it a third of the time of a
-/// small message (atomics 1.32x, 4 KiB READs 1.40x). A post into an empty
-/// flight (a latency test's ping-pong) sends at once, from here.
+/// call a message), and a turn there adds to each (atomics 1.32x, 4 KiB
+/// READs 1.40x without it). A post into an empty flight (a latency test's
+/// ping-pong) sends at once, from here. With `qp_spread` the QP's home CPU
+/// decides, as before.
 pub(crate) fn run_or_queue(qp: &Arc<Qp>) {
     let Some(sq) = qp.sq.try_lock() else {
         qp.schedule();
