@@ -8,6 +8,7 @@
 #include <linux/namei.h>
 #include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
+#include <linux/sched/stat.h>
 #include <linux/capability.h>
 #include <net/netlink.h>
 #include <linux/vmalloc.h>
@@ -85,13 +86,18 @@ unsigned int oxe_spread_cpu(unsigned int n)
 	return cpumask_local_spread(n % num_online_cpus(), NUMA_NO_NODE);
 }
 
-int oxe_idle_cpu_beside(bool busy_too)
+int oxe_idle_cpu_beside(bool busy_too, bool worker_too)
 {
 	int here, cpu, other = -1;
 
-	/* A process in its system call: not a worker, not an interrupt. */
-	if (!in_task() || (current->flags & PF_WQ_WORKER))
+	if (!in_task())
 		return -1;
+	/* A worker alone on its CPU keeps what it queues there. */
+	if (current->flags & PF_WQ_WORKER) {
+		if (!worker_too || single_task_running())
+			return -1;
+		busy_too = false;
+	}
 	here = raw_smp_processor_id();
 #ifdef CONFIG_X86
 	/*

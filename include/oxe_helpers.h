@@ -41,10 +41,11 @@ unsigned int oxe_spread_cpu(unsigned int n);
 /*
  * From a process's system call, an online CPU other than this one that is
  * idle now, or with @busy_too the first other one if none is; -1 if none
- * (or not known: only x86 tells), or if called from a worker or an
- * interrupt.
+ * (or not known: only x86 tells), or if called from an interrupt. From a
+ * worker, with @worker_too, an idle one if another task waits for this CPU
+ * (a process the worker preempted); -1 otherwise.
  */
-int oxe_idle_cpu_beside(bool busy_too);
+int oxe_idle_cpu_beside(bool busy_too, bool worker_too);
 
 int oxe_udata_in_empty(struct ib_udata *udata);
 int oxe_udata_copy_in(struct ib_udata *udata, void *dst, size_t len);

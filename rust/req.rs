@@ -66,7 +66,7 @@ pub(crate) fn run_or_queue(qp: &Arc<Qp>) {
         return;
     }
     if !sq.inflight.is_empty() && qp.home.is_none() {
-        if let Some(cpu) = crate::wq::away_cpu_for(0) {
+        if let Some(cpu) = crate::wq::away_cpu_for(0, false) {
             drop(sq);
             qp.schedule_on(cpu);
             return;

@@ -366,7 +366,7 @@ impl Qp {
     where
         Arc<Self>: RawWorkItem<ID> + Send + 'static,
     {
-        self.queue_task_away::<ID>(|| crate::wq::away_cpu_for(bytes));
+        self.queue_task_away::<ID>(|| crate::wq::away_cpu_for(bytes, ID == SEND));
     }
 
     /// Runs the send task soon on CPU `cpu`, which `wq::away_cpu_for` found
