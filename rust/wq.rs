@@ -96,10 +96,10 @@ pub(crate) fn home_cpu(qpn: u32) -> Option<i32> {
 /// Work a worker queues stays on its CPU, unless `worker_too` and another
 /// task waits for that CPU (the poster, preempted by the worker): then it
 /// goes to an idle CPU if there is one. The send task is queued so (its
-/// completer copies READ responses): with the poster's CPU it shared the
-/// copy's time with the poster's posts and polls while the other CPU idled
-/// a third of the time (READ 64 KiB and 1 MiB 1.16-1.22x without it; four
-/// QPs, which keep both CPUs busy, 0.95x).
+/// completer copies READ responses): on the poster's CPU the copy shared
+/// it with the poster's posts and polls while the other CPU idled a third
+/// of the time. Moving it gave READ 64 KiB and 1 MiB 1.16-1.22x, and four
+/// QPs, which keep both CPUs busy, 0.95x.
 ///
 /// A request of `away_bytes` of payload or more (`bytes`) goes to another
 /// CPU even when it is busy: the copy is worth the preemption, and the
