@@ -69,6 +69,8 @@ esac >"$out/result.txt"
 	perf report -i /tmp/prof.data --stdio --no-children --sort dso,sym -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -50
 	echo "## kernel workers, by symbol"
 	perf report -i /tmp/prof.data --stdio --no-children --sort comm,sym -g none 2>/dev/null | grep kworker | head -40
+	echo "## the perftest processes, by symbol (the poster's system calls included)"
+	perf report -i /tmp/prof.data --stdio --no-children --sort comm,sym -g none 2>/dev/null | grep " $tool " | head -40
 	for sym in ${OXE_PROF_CALLERS:-}; do
 		echo "## call chains into $sym"
 		perf report -i /tmp/prof.data --stdio --no-children --sort comm,sym -S "$sym" \
