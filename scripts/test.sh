@@ -79,6 +79,14 @@ if (cd "$OXE_ROOT/rust/common" && cargo clippy --quiet --all-targets -- -D warni
 else
 	result fail "host crate clippy clean"
 fi
+# The pyverbs comparison gives one line per test either driver ran, whatever
+# rxe's racy tests do (its count once moved with them).
+if pc=$(python3 "$OXE_ROOT/scripts/pyverbs_compare.py" --self-test 2>&1); then
+	result ok "pyverbs comparison: a line per test, rxe's outcome or not"
+else
+	echo "$pc" | sed 's/^/# /'
+	result fail "pyverbs comparison: a line per test, rxe's outcome or not"
+fi
 if deps=$("$OXE_ROOT/scripts/deps.sh" 2>&1); then
 	result ok "module dependencies point one way (scripts/deps.sh)"
 else
