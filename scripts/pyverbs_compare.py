@@ -31,6 +31,7 @@ def outcomes(path):
             pending = None
     return res
 
+
 def compare(rxe, oxe, known):
     """The TAP lines and whether any is "not ok"."""
     lines, fail = [], False

@@ -27,8 +27,9 @@ link() { echo "dgram,local.type=inet,local.host=127.0.0.1,local.port=$1,remote.t
 # for a core).
 wrap=()
 if [[ -n ${OXE_PAIR_RCVBUF:-} ]]; then
-	link() { echo "dgram,local.type=fd,local.str=77"; }
-	wrap=(python3 "$OXE_ROOT/scripts/udpfd.py" "$OXE_PAIR_RCVBUF" 77)
+	fd=77
+	link() { echo "dgram,local.type=fd,local.str=$fd"; }
+	wrap=(python3 "$OXE_ROOT/scripts/udpfd.py" "$OXE_PAIR_RCVBUF" $fd)
 fi
 flag() { [[ $1 == rxe ]] && echo -r || true; }
 # A guest whose link stops (the kernel's "NETDEV WATCHDOG") gets both QEMUs'

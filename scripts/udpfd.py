@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: GPL-2.0
 # udpfd.py RCVBUF FD LOCAL_PORT REMOTE_PORT -- CMD...: runs CMD with, as
 # descriptor FD, a UDP socket bound to 127.0.0.1:LOCAL_PORT and connected to
 # REMOTE_PORT, whose receive buffer is RCVBUF bytes (up to the host's
