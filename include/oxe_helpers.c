@@ -456,3 +456,81 @@ unsigned long oxe_nsecs_to_jiffies(u64 ns)
 
 	return j ? j : 1;
 }
+
+struct oxe_helper {
+	struct work_struct work;
+	struct oxe_help_job *job;
+};
+
+static DEFINE_PER_CPU(struct oxe_helper, oxe_helper);
+
+static void oxe_helper_work(struct work_struct *work)
+{
+	struct oxe_helper *h = container_of(work, struct oxe_helper, work);
+	struct oxe_help_job *job = xchg(&h->job, NULL);
+
+	/* Withdrawn before this ran: nothing to do. */
+	if (job)
+		job->run(job);
+}
+
+void oxe_help_init(void)
+{
+	int cpu;
+
+	for_each_possible_cpu(cpu)
+		INIT_WORK(&per_cpu(oxe_helper, cpu).work, oxe_helper_work);
+}
+
+/*
+ * Another online CPU that is idle or runs a process (x86; the racy read of
+ * oxe_idle_cpu_beside), not a worker: a helper queued behind a worker would
+ * start only when that one is done. Idle first; -1 if none, or outside a
+ * task (the wire's softirq).
+ */
+int oxe_help_cpu(void)
+{
+	int here, cpu, busy = -1;
+
+	if (!in_task())
+		return -1;
+	here = raw_smp_processor_id();
+#ifdef CONFIG_X86
+	for_each_cpu_wrap(cpu, cpu_online_mask, here + 1) {
+		struct task_struct *t;
+		bool idle, worker;
+
+		if (cpu == here)
+			continue;
+		rcu_read_lock();
+		t = READ_ONCE(per_cpu(current_task, cpu));
+		idle = t && is_idle_task(t);
+		worker = !t || (READ_ONCE(t->flags) & PF_WQ_WORKER);
+		rcu_read_unlock();
+		if (idle)
+			return cpu;
+		if (!worker && busy < 0)
+			busy = cpu;
+	}
+	return busy;
+#else
+	return -1;
+#endif
+}
+
+/* Hands `job` to `cpu`'s helper; false if that helper holds another job. */
+bool oxe_help_offer(struct workqueue_struct *wq, int cpu, struct oxe_help_job *job)
+{
+	struct oxe_helper *h = per_cpu_ptr(&oxe_helper, cpu);
+
+	if (cmpxchg(&h->job, NULL, job))
+		return false;
+	queue_work_on(cpu, wq, &h->work);
+	return true;
+}
+
+/* Takes `job` back; false if the helper has taken it (it runs or has run). */
+bool oxe_help_withdraw(int cpu, struct oxe_help_job *job)
+{
+	return cmpxchg(&per_cpu_ptr(&oxe_helper, cpu)->job, job, NULL) == job;
+}

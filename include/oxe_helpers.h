@@ -129,6 +129,21 @@ struct workqueue_struct *oxe_alloc_wq(void);
 struct workqueue_struct *oxe_alloc_normal_wq(void);
 unsigned long oxe_nsecs_to_jiffies(u64 ns);
 
+/*
+ * A helper per CPU on oxe's queue, to share a large copy with another CPU:
+ * the caller offers a job, works on it, and takes it back if the helper has
+ * not started it (then the helper finds nothing). `run` is called on the
+ * helper's CPU with the job.
+ */
+struct oxe_help_job;
+struct oxe_help_job {
+	void (*run)(struct oxe_help_job *job);
+};
+void oxe_help_init(void);
+int oxe_help_cpu(void);
+bool oxe_help_offer(struct workqueue_struct *wq, int cpu, struct oxe_help_job *job);
+bool oxe_help_withdraw(int cpu, struct oxe_help_job *job);
+
 /* Driver attributes of `rdma res show`: a RDMA_NLDEV_ATTR_DRIVER nest. */
 struct nlattr *oxe_nl_driver_nest_start(struct sk_buff *msg);
 void oxe_nl_nest_end(struct sk_buff *msg, struct nlattr *nest);

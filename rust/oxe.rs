@@ -111,6 +111,10 @@ module! {
             default: 4096,
             description: "With peer_away, a post's request of this many payload bytes or more goes to another CPU even when that CPU is busy, its copy worth the preemption (0: only to an idle one)",
         },
+        help_bytes: u32 {
+            default: 32768,
+            description: "A copy of this many bytes or more (a loopback packet's payload) is shared, in 16 KiB pieces, with a helper on another CPU that is idle or runs a process rather than a worker (x86; 0: never)",
+        },
         yield_ms: u8 {
             default: 2,
             description: "A QP task that has requeued itself without a break for this many ms then runs a quarter as long at normal priority (or until its flow pauses), sharing its CPU with the processes there (0: never)",

@@ -10,6 +10,7 @@ use core::ptr;
 use core::sync::atomic::{AtomicPtr, Ordering};
 
 use kernel::prelude::*;
+use kernel::sync::atomic::{ordering, Atomic};
 use kernel::workqueue::{self, DelayedWork, RawWorkItem, Work};
 
 use crate::bindings as b;
@@ -35,6 +36,8 @@ impl Wq {
             unsafe { b::destroy_workqueue(wq) };
             return Err(ENOMEM);
         }
+        // SAFETY: module init, before anything is queued.
+        unsafe { b::oxe_help_init() };
         WQ.store(wq, Ordering::Release);
         NORMAL.store(normal, Ordering::Release);
         Ok(Wq(()))
@@ -115,6 +118,92 @@ pub(crate) fn away_cpu_for(bytes: usize, worker_too: bool) -> Option<i32> {
     // SAFETY: reads the current context, the online mask and, under RCU, each CPU's current task.
     let cpu = unsafe { b::oxe_idle_cpu_beside(min > 0 && bytes >= min, worker_too) };
     (cpu >= 0).then_some(cpu)
+}
+
+/// The size from which a copy is shared with a helper (`help_bytes`; 0:
+/// never).
+pub(crate) fn help_bytes() -> usize {
+    *crate::module_parameters::help_bytes.value() as usize
+}
+
+/// Work in `n` independent pieces, shared with another CPU's helper.
+#[repr(C)]
+struct Shared<F> {
+    /// First: the C side knows the job by it.
+    job: b::oxe_help_job,
+    next: Atomic<u32>,
+    n: u32,
+    failed: Atomic<bool>,
+    /// Set by the helper once it has left the pieces and no longer touches
+    /// this.
+    done: Atomic<bool>,
+    f: F,
+}
+
+impl<F: Fn(u32) -> bool + Sync> Shared<F> {
+    /// Takes pieces until none is left.
+    fn work(&self) {
+        loop {
+            let i = self.next.fetch_add(1, ordering::Relaxed);
+            if i >= self.n {
+                break;
+            }
+            if !(self.f)(i) {
+                self.failed.store(true, ordering::Relaxed);
+            }
+        }
+    }
+
+    /// The helper's side, on its CPU.
+    ///
+    /// # Safety
+    ///
+    /// `job` is the `job` field of a live `Shared<F>` that the helper has
+    /// taken (`oxe_help_offer`'s): [`share`] keeps it alive until `done`.
+    unsafe extern "C" fn run(job: *mut b::oxe_help_job) {
+        // SAFETY: per the function's contract; `job` is the first field of a `repr(C)` struct.
+        let s = unsafe { &*job.cast::<Self>() };
+        s.work();
+        // Last touch: `share` may return as soon as it sees this.
+        s.done.store(true, ordering::Release);
+    }
+}
+
+/// Runs `f` on each of `0..n` once, on this CPU and, if another CPU is idle
+/// or runs a process (not a worker, x86), on a helper queued there: both
+/// take pieces until none is left, so a helper that starts late takes
+/// fewer, and this returns after at most one piece of waiting. True if
+/// every call did.
+pub(crate) fn share<F: Fn(u32) -> bool + Sync>(n: u32, f: F) -> bool {
+    let wq = WQ.load(Ordering::Acquire);
+    let cpu = if n < 2 || wq.is_null() {
+        -1
+    } else {
+        // SAFETY: reads the current context, the online mask and, under RCU, each CPU's current task.
+        unsafe { b::oxe_help_cpu() }
+    };
+    let s = Shared {
+        job: b::oxe_help_job {
+            run: Some(Shared::<F>::run),
+        },
+        next: Atomic::new(0),
+        n,
+        failed: Atomic::new(false),
+        done: Atomic::new(false),
+        f,
+    };
+    let job = ptr::from_ref(&s.job).cast_mut();
+    // SAFETY: a live workqueue (module exit comes after every QP is gone) and an online CPU; `s` is not moved and outlives the helper's use of it: withdrawn, or waited for below.
+    let offered = cpu >= 0 && unsafe { b::oxe_help_offer(wq, cpu, job) };
+    s.work();
+    // SAFETY: the job offered above.
+    if offered && !unsafe { b::oxe_help_withdraw(cpu, job) } {
+        // The helper has it: at most its last piece is left.
+        while !s.done.load(ordering::Acquire) {
+            kernel::processor::cpu_relax();
+        }
+    }
+    !s.failed.load(ordering::Relaxed)
 }
 
 /// Queues `w` on oxe's queue, to run on CPU `cpu`; None if there is no

@@ -72,8 +72,9 @@ pub const MAX_UNACKED_PSNS: u32 = 128;
 pub const BUDGET: u32 = 64;
 
 /// A packet's share of a budget: one, and one more for each 4 KiB of its
-/// payload. A handed-over packet carries up to 64 KiB, so that a run moves
-/// about as much data as rxe's 64 packets of at most 4 KiB.
+/// payload, at most the budget: a run moves about as much data as rxe's 64
+/// packets of at most 4 KiB (a handed-over packet carries up to 256 KiB, a
+/// run of its own).
 pub const fn cost(payload: usize) -> u32 {
     let pages = payload / 4096;
     1 + if pages < BUDGET as usize {

@@ -431,8 +431,15 @@ impl MrRef {
     }
 
     /// Copies `len` bytes of `src`, from `pos` on, into the MR at `iova`.
-    /// The caller checked the access.
+    /// The caller checked the access. A copy of `help_bytes` or more (a
+    /// loopback packet's payload, up to 256 KiB) is shared in pieces with a
+    /// helper on another CPU, if one is free: one QP's copy then uses both
+    /// CPUs while the poster's would only poll.
     pub(crate) fn write(&self, iova: u64, src: Src<'_>, pos: usize, len: usize) -> bool {
+        let min = crate::wq::help_bytes();
+        if min > 0 && len >= min {
+            return self.write_shared(iova, src, pos, len);
+        }
         let mut at = pos;
         self.frags(iova, len as u64, true, |f| {
             let ok = f.write_from(src, at);

@@ -498,7 +498,92 @@ fn by_page(
     done == len
 }
 
+/// What [`MrRef::visit`] hands the fragments to.
+pub(super) trait Visit {
+    fn frag(&mut self, f: Frag) -> bool;
+
+    /// The end of a run of fragments whose pages are held (an ODP MR's
+    /// lock, a fast MR's): they are still held during this call.
+    fn held(&mut self) -> bool {
+        true
+    }
+}
+
+struct Each<F>(F);
+
+impl<F: FnMut(Frag) -> bool> Visit for Each<F> {
+    fn frag(&mut self, f: Frag) -> bool {
+        (self.0)(f)
+    }
+}
+
+/// Fragments gathered for a copy into them: a hand-over packet's
+/// (`HANDOVER_MTU`, 64 pages) at any offset, shared in one job.
+const GATHER: usize = 72;
+/// Fragments per piece of a shared copy: 16 KiB of whole pages.
+const PIECE: usize = 4;
+
+/// A copy into the fragments of an MR, gathered while their pages are held
+/// and copied in pieces shared with a helper on another CPU
+/// ([`crate::wq::share`]) before they are let go: the helper copies under
+/// the hold this side keeps (an ODP MR's lock, which an invalidation waits
+/// for), and takes no lock of its own.
+struct Gather<'s> {
+    frags: [Fragment; GATHER],
+    n: usize,
+    src: Src<'s>,
+    /// Where the bytes of the first gathered fragment are in `src`.
+    at: usize,
+}
+
+impl Visit for Gather<'_> {
+    fn frag(&mut self, f: Frag) -> bool {
+        if self.n == GATHER && !self.held() {
+            return false;
+        }
+        let Some(slot) = self.frags.get_mut(self.n) else {
+            return false;
+        };
+        *slot = f.0;
+        self.n += 1;
+        true
+    }
+
+    fn held(&mut self) -> bool {
+        let frags = self.frags.get(..self.n).unwrap_or(&[]);
+        let (src, at) = (self.src, self.at);
+        let ok = crate::wq::share(frags.len().div_ceil(PIECE) as u32, |i| {
+            let first = i as usize * PIECE;
+            let mut pos = frags.iter().take(first).fold(at, |p, f| p + f.len as usize);
+            frags.iter().skip(first).take(PIECE).all(|f| {
+                // A fragment `visit` gave, still held (see `Visit::held`).
+                let ok = Frag(*f).write_from(src, pos);
+                pos += f.len as usize;
+                ok
+            })
+        });
+        self.at += frags.iter().map(|f| f.len as usize).sum::<usize>();
+        self.n = 0;
+        ok
+    }
+}
+
 impl MrRef {
+    /// [`MrRef::write`] of a large copy: see [`Gather`].
+    pub(super) fn write_shared(&self, iova: u64, src: Src<'_>, pos: usize, len: usize) -> bool {
+        let mut g = Gather {
+            frags: [Fragment {
+                pfn: 0,
+                offset: 0,
+                len: 0,
+            }; GATHER],
+            n: 0,
+            src,
+            at: pos,
+        };
+        self.visit(iova, len as u64, true, &mut g)
+    }
+
     /// Visits the page fragments of `[iova, iova + len)`, which the caller
     /// checked. A fast-registration MR may have been invalidated since: then
     /// nothing is visited. The fragments are pages the MR maps, kept so by
@@ -509,12 +594,18 @@ impl MrRef {
         iova: u64,
         len: u64,
         write: bool,
-        mut f: impl FnMut(Frag) -> bool,
+        f: impl FnMut(Frag) -> bool,
     ) -> bool {
+        self.visit(iova, len, write, &mut Each(f))
+    }
+
+    /// As [`Self::frags`], with `v.held()` at the end of each run of
+    /// fragments, while they are held.
+    fn visit(&self, iova: u64, len: u64, write: bool, v: &mut impl Visit) -> bool {
         match &self.mr().kind {
             Kind::User { region, pinned, .. } => {
                 let runs = pinned.get().map_or(&[][..], |p| &p.runs[..]);
-                walk(region.cursor(runs, iova, len), len, f)
+                walk(region.cursor(runs, iova, len), len, |f| v.frag(f)) && v.held()
             }
             Kind::Odp {
                 region, va0, odp, ..
@@ -531,16 +622,16 @@ impl MrRef {
                 len == 0
                     || odp
                         .walk(va, len, write, true, |present, a, n| {
-                            by_page(a, n, |x| present.pfn(x), &mut f)
+                            by_page(a, n, |x| present.pfn(x), |f| v.frag(f)) && v.held()
                         })
                         .unwrap_or(false)
             }
             Kind::Implicit { imp, .. } => imp
                 .walk(iova, len, write, true, |present, va, n| {
-                    by_page(va, n, |a| present.pfn(a), &mut f)
+                    by_page(va, n, |a| present.pfn(a), |f| v.frag(f)) && v.held()
                 })
                 .unwrap_or(false),
-            Kind::Dma { .. } => by_page(iova, len, virt_to_pfn, f),
+            Kind::Dma { .. } => by_page(iova, len, virt_to_pfn, |f| v.frag(f)) && v.held(),
             Kind::DmaBuf {
                 region, base, buf, ..
             } => {
@@ -552,7 +643,9 @@ impl MrRef {
                 else {
                     return false;
                 };
-                buf.get().is_some() && by_page(va, len, super::dmabuf::vmalloc_to_pfn, f)
+                buf.get().is_some()
+                    && by_page(va, len, super::dmabuf::vmalloc_to_pfn, |f| v.frag(f))
+                    && v.held()
             }
             Kind::Fast(m) => {
                 // Held across the copy: REG_MR and invalidation wait for it.
@@ -560,7 +653,7 @@ impl MrRef {
                 if !m.valid || m.grant.key != self.key {
                     return false;
                 }
-                walk(m.region.cursor(&m.runs, iova, len), len, f)
+                walk(m.region.cursor(&m.runs, iova, len), len, |f| v.frag(f)) && v.held()
             }
         }
     }

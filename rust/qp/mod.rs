@@ -89,10 +89,12 @@ pub(crate) const AH_SIZE: usize = size_of::<b::rdma_ah_attr>();
 
 /// Payload bytes of a packet handed over between QPs of one device. No wire
 /// limits it, and most of a packet's cost is per packet (a hand-over, a
-/// task's turn, an MR lookup): 64 KiB packets move loopback data 6-9x faster
-/// than 1 KiB ones. PSNs count these packets; both ends are this device,
-/// so they agree on it.
-pub(crate) const HANDOVER_MTU: u32 = 65536;
+/// task's turn, an MR lookup): 64 KiB packets moved loopback data 6-9x
+/// faster than 1 KiB ones, and 256 KiB ones 1 MiB messages 1.3-1.6x faster
+/// than 64 KiB ones (with the copy shared with a helper: `help_bytes`).
+/// PSNs count these packets; both ends are this device, so they agree on
+/// it.
+pub(crate) const HANDOVER_MTU: u32 = 256 * 1024;
 
 /// Packets along `route` go to a QP of this device without the wire.
 pub(crate) fn handed_over(route: Option<&Route>) -> bool {
