@@ -86,6 +86,27 @@ unsigned int oxe_spread_cpu(unsigned int n)
 	return cpumask_local_spread(n % num_online_cpus(), NUMA_NO_NODE);
 }
 
+#ifdef CONFIG_X86
+/*
+ * Whether `cpu` is idle, and whether it runs a workqueue worker. idle_cpu()
+ * is not exported; x86 exports each CPU's current task. A racy read is
+ * enough for a placement hint, and a task seen running is freed only after
+ * an RCU grace period.
+ */
+static bool oxe_cpu_idle(int cpu, bool *worker)
+{
+	struct task_struct *t;
+	bool idle;
+
+	rcu_read_lock();
+	t = READ_ONCE(per_cpu(current_task, cpu));
+	idle = t && is_idle_task(t);
+	*worker = !t || (READ_ONCE(t->flags) & PF_WQ_WORKER);
+	rcu_read_unlock();
+	return idle;
+}
+#endif
+
 int oxe_idle_cpu_beside(bool busy_too, bool worker_too)
 {
 	int here, cpu, other = -1;
@@ -100,24 +121,14 @@ int oxe_idle_cpu_beside(bool busy_too, bool worker_too)
 	}
 	here = raw_smp_processor_id();
 #ifdef CONFIG_X86
-	/*
-	 * idle_cpu() is not exported; x86 exports each CPU's current task. A
-	 * racy read is enough for a placement hint, and a task seen running
-	 * is freed only after an RCU grace period.
-	 */
 	for_each_cpu_wrap(cpu, cpu_online_mask, here + 1) {
-		struct task_struct *t;
-		bool idle;
+		bool worker;
 
 		if (cpu == here)
 			continue;
 		if (other < 0)
 			other = cpu;
-		rcu_read_lock();
-		t = READ_ONCE(per_cpu(current_task, cpu));
-		idle = t && is_idle_task(t);
-		rcu_read_unlock();
-		if (idle)
+		if (oxe_cpu_idle(cpu, &worker))
 			return cpu;
 	}
 	if (busy_too)
@@ -483,8 +494,8 @@ void oxe_help_init(void)
 }
 
 /*
- * Another online CPU that is idle or runs a process (x86; the racy read of
- * oxe_idle_cpu_beside), not a worker: a helper queued behind a worker would
+ * Another online CPU that is idle or runs a process (x86, oxe_cpu_idle's
+ * racy read), not a worker: a helper queued behind a worker would
  * start only when that one is done. Idle first; -1 if none, or outside a
  * task (the wire's softirq).
  */
@@ -497,17 +508,11 @@ int oxe_help_cpu(void)
 	here = raw_smp_processor_id();
 #ifdef CONFIG_X86
 	for_each_cpu_wrap(cpu, cpu_online_mask, here + 1) {
-		struct task_struct *t;
-		bool idle, worker;
+		bool worker;
 
 		if (cpu == here)
 			continue;
-		rcu_read_lock();
-		t = READ_ONCE(per_cpu(current_task, cpu));
-		idle = t && is_idle_task(t);
-		worker = !t || (READ_ONCE(t->flags) & PF_WQ_WORKER);
-		rcu_read_unlock();
-		if (idle)
+		if (oxe_cpu_idle(cpu, &worker))
 			return cpu;
 		if (!worker && busy < 0)
 			busy = cpu;
