@@ -441,8 +441,9 @@ impl MrRef {
             return self.write_shared(iova, src, pos, len);
         }
         let mut at = pos;
+        let mut seek = pages::Seek::default();
         self.frags(iova, len as u64, true, |f| {
-            let ok = f.write_from(src, at);
+            let ok = f.write_from(src, at, &mut seek);
             at += f.len();
             ok
         })

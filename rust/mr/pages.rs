@@ -290,7 +290,10 @@ impl Frag {
     }
 
     /// Copies into the fragment its length of `src`'s bytes from `pos` on.
-    pub(super) fn write_from(&self, src: Src<'_>, pos: usize) -> bool {
+    /// `seek` remembers where the last call ended in `src`'s pages, so that
+    /// a walk forward through a packet finds each position in a step or two
+    /// instead of from the first page.
+    pub(super) fn write_from(&self, src: Src<'_>, pos: usize, seek: &mut Seek) -> bool {
         let n = self.len();
         match src {
             Src::Bytes(data) => match pos.checked_add(n).and_then(|end| data.get(pos..end)) {
@@ -301,19 +304,25 @@ impl Frag {
                 None => false,
             },
             Src::Pages(refs, _) => {
+                if pos < seek.start {
+                    *seek = Seek::default();
+                }
+                // The first reference holding `pos`.
+                while let Some(r) = refs.get(seek.idx) {
+                    if pos - seek.start < r.len() {
+                        break;
+                    }
+                    seek.start += r.len();
+                    seek.idx += 1;
+                }
                 // The pieces of the source pages that make up `[pos, pos + n)`.
-                let mut skip = pos;
+                let mut skip = pos - seek.start;
                 let mut done = 0usize;
-                for r in refs {
+                for r in refs.iter().skip(seek.idx) {
                     if done == n {
                         break;
                     }
-                    let rlen = r.len();
-                    if skip >= rlen {
-                        skip -= rlen;
-                        continue;
-                    }
-                    let k = (rlen - skip).min(n - done);
+                    let k = (r.len() - skip).min(n - done);
                     // Only a piece of the same page can overlap (a WRITE
                     // of a buffer onto itself): memmove for that one, memcpy
                     // for the rest (x86's memmove is `rep movsb` on any CPU
@@ -416,6 +425,14 @@ unsafe impl Sync for PageRef {}
 pub(crate) enum Src<'a> {
     Bytes(&'a [u8]),
     Pages(&'a [PageRef], usize),
+}
+
+/// Where a walk through a [`Src::Pages`] is: the reference `idx`, whose
+/// bytes start at `start` in the source.
+#[derive(Default)]
+pub(super) struct Seek {
+    idx: usize,
+    start: usize,
 }
 
 impl Src<'_> {
@@ -555,9 +572,10 @@ impl Visit for Gather<'_> {
         let ok = crate::wq::share(frags.len().div_ceil(PIECE) as u32, |i| {
             let first = i as usize * PIECE;
             let mut pos = frags.iter().take(first).fold(at, |p, f| p + f.len as usize);
+            let mut seek = Seek::default();
             frags.iter().skip(first).take(PIECE).all(|f| {
                 // A fragment `visit` gave, still held (see `Visit::held`).
-                let ok = Frag(*f).write_from(src, pos);
+                let ok = Frag(*f).write_from(src, pos, &mut seek);
                 pos += f.len as usize;
                 ok
             })
