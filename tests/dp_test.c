@@ -1175,9 +1175,9 @@ TEST_F(dp, destroy_qp_with_work_outstanding)
  * destroy_cq frees: under KASAN a later post is a slab-use-after-free. A
  * sender has to be held up at the wrong moment, so this is a numbers game:
  * four pairs keep both CPUs busy, and each round the destroys land at
- * another point of the stream.
+ * another point of the stream: 32 points, four rounds each.
  */
-#define CHURN_ROUNDS 200
+#define CHURN_ROUNDS 128
 #define CHURN_PAIRS 4
 #define CHURN_SENDS 128
 
@@ -1271,8 +1271,9 @@ TEST_F_TIMEOUT(dp, destroy_peer_and_its_cq_while_sending, 600)
  * kernel before the budget). With a budget per run a call waits for at most
  * a few runs of 64 small WQEs (the slowest of 522 calls took 82 ms on the
  * KASAN kernel under TCG): the bound sits between, 37 times above that.
+ * 10 s of flood are three bounds' worth, and the suite's time is dear.
  */
-#define FLOOD_SECS 20
+#define FLOOD_SECS 10
 #define FLOOD_BOUND_MS 3000
 #define FLOOD_DEPTH 1024
 #define FLOOD_CHAIN 64

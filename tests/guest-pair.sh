@@ -110,7 +110,7 @@ ktap_print_header
 ktap_set_plan "$(($(echo "$list" | wc -l) + $([ "$drv" = oxe ] && echo 1 || echo 0)))"
 n=0
 echo "$list" | while read -r srv tool args; do
-	n=$((n + 1))
+	n=$((n + 1)) t0=$(date +%s)
 	case $tool in ibv_* | */xfer_check) g="-g $gid" ;; *) g="-x $gid -F" ;; esac
 	# rdma_rxe sends an ATOMIC_WRITE or FLUSH it goes back over with va 0
 	# (README, Chance): its peer hands it an MR at iova 0. Between two oxe
@@ -209,6 +209,9 @@ echo "$list" | while read -r srv tool args; do
 		[ -n "${OXE_PAIR_TRACE:-}" ] && [ "$drv" = oxe ] && grep -v "oxe_mr_" /sys/kernel/tracing/trace | tail -60 | sed 's/^/# T /'
 		ktap_test_fail "$drv $role: $tool $args (exit $rc)"
 	fi
+	# As check() in lib.sh: where the suite's time goes.
+	t=$(($(date +%s) - t0))
+	[ $t -lt 5 ] || echo "# ($t s)"
 done
 # Every packet that arrived had the ICRC its sender computed: oxe's trains
 # (packets the IP stack splits from one skb, renumbering their IPv4 IDs,
