@@ -139,7 +139,8 @@ struct oxe_help_job;
 struct oxe_help_job {
 	void (*run)(struct oxe_help_job *job);
 };
-void oxe_help_init(void);
+void oxe_help_init(u32 linger_us);
+void oxe_help_kick(int cpu);
 int oxe_help_cpu(void);
 bool oxe_help_offer(struct workqueue_struct *wq, int cpu, struct oxe_help_job *job);
 bool oxe_help_withdraw(int cpu, struct oxe_help_job *job);

@@ -115,6 +115,10 @@ module! {
             default: 32768,
             description: "A copy of this many bytes or more (a loopback packet's payload) is shared, in 16 KiB pieces, with a helper on another CPU that is idle or runs a process rather than a worker (x86; 0: never)",
         },
+        help_linger_us: u32 {
+            default: 20,
+            description: "A helper that shared a copy waits up to this many microseconds on its CPU for the next one, while nothing else wants that CPU, before it sleeps (0: it sleeps at once)",
+        },
         yield_ms: u8 {
             default: 2,
             description: "A QP task that has requeued itself without a break for this many ms then runs a quarter as long at normal priority (or until its flow pauses), sharing its CPU with the processes there (0: never)",

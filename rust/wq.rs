@@ -37,7 +37,7 @@ impl Wq {
             return Err(ENOMEM);
         }
         // SAFETY: module init, before anything is queued.
-        unsafe { b::oxe_help_init() };
+        unsafe { b::oxe_help_init(*crate::module_parameters::help_linger_us.value()) };
         WQ.store(wq, Ordering::Release);
         NORMAL.store(normal, Ordering::Release);
         Ok(Wq(()))
@@ -218,6 +218,14 @@ pub(crate) fn enqueue_on<W: RawWorkItem<ID>, const ID: u64>(
     }
     // SAFETY: a live workqueue (see `queue`); `queue_work_on` returns true only when it queued the work item `__enqueue` hands it, which stays valid while queued.
     Some(unsafe { w.__enqueue(move |work| kernel::bindings::queue_work_on(cpu, wq.cast(), work)) })
+}
+
+/// Work is about to be queued on `cpu` (`None`: this CPU): a helper
+/// lingering there (`help_linger_us`) makes way for it. Returns `cpu`.
+pub(crate) fn kick(cpu: Option<i32>) -> Option<i32> {
+    // SAFETY: only writes an online CPU's (or this CPU's) per-CPU flag.
+    unsafe { b::oxe_help_kick(cpu.unwrap_or(-1)) };
+    cpu
 }
 
 /// Jiffies for a delay in nanoseconds, at least one.

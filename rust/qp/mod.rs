@@ -390,11 +390,12 @@ impl Qp {
         // high-priority queue would take its CPU back from the processes there.
         if self.home.is_none() && params::is_sharing(self.streak::<ID>().load(ordering::Relaxed)) {
             if let Some(wq) = crate::wq::normal() {
+                crate::wq::kick(None);
                 let _ = wq.enqueue::<_, ID>(self.clone());
                 return;
             }
         }
-        match (self.home.or_else(away), crate::wq::queue()) {
+        match (crate::wq::kick(self.home.or_else(away)), crate::wq::queue()) {
             (Some(cpu), _) => {
                 let _ = crate::wq::enqueue_on::<_, ID>(cpu, self.clone());
             }
