@@ -502,7 +502,7 @@ static void oxe_helper_take(struct oxe_helper *h)
  * else wants this CPU: a process it preempted (the poster) has it back at
  * once, and oxe work queued here stops it (oxe_help_kick), since a worker
  * that spins holds up its pool's other work. An offer that finds it
- * lingering does not queue it; the last look after `lingering` is cleared
+ * lingering does not queue it; the last look after oxe_help_lingering is cleared
  * (both sides fully ordered) takes a job offered meanwhile.
  */
 static void oxe_helper_work(struct work_struct *work)
