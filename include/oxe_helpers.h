@@ -210,6 +210,7 @@ void oxe_trace_mr_reg(u32 lkey, u32 rkey, u64 iova, u64 length, u32 access, u64 
 void oxe_trace_mr_dereg(u32 lkey, u64 pinned);
 void oxe_trace_qp_state(u32 qpn, int from, int to);
 void oxe_trace_retransmit(u32 qpn, u32 psn, const char *why, u32 tries);
+void oxe_trace_read_pace(u32 qpn, u32 psn, u32 rate);
 void oxe_trace_drop(u32 qpn, u32 psn, const char *why);
 void oxe_trace_cqe_error(u32 qpn, u64 wr_id, u32 status, u32 opcode);
 

@@ -27,6 +27,11 @@ void oxe_trace_retransmit(u32 qpn, u32 psn, const char *why, u32 tries)
 	trace_oxe_retransmit(qpn, psn, why, tries);
 }
 
+void oxe_trace_read_pace(u32 qpn, u32 psn, u32 rate)
+{
+	trace_oxe_read_pace(qpn, psn, rate);
+}
+
 void oxe_trace_drop(u32 qpn, u32 psn, const char *why)
 {
 	trace_oxe_drop(qpn, psn, why);

@@ -98,6 +98,23 @@ TRACE_EVENT(oxe_retransmit,
 		  __get_str(why), __entry->tries)
 );
 
+TRACE_EVENT(oxe_read_pace,
+	TP_PROTO(u32 qpn, u32 psn, u32 rate),
+	TP_ARGS(qpn, psn, rate),
+	TP_STRUCT__entry(
+		__field(u32, qpn)
+		__field(u32, psn)
+		__field(u32, rate)
+	),
+	TP_fast_assign(
+		__entry->qpn = qpn;
+		__entry->psn = psn;
+		__entry->rate = rate;
+	),
+	TP_printk("qpn=%u READ again from psn=%u: responses at %u KB/s", __entry->qpn,
+		  __entry->psn, __entry->rate)
+);
+
 TRACE_EVENT(oxe_drop,
 	TP_PROTO(u32 qpn, u32 psn, const char *why),
 	TP_ARGS(qpn, psn, why),

@@ -389,7 +389,7 @@ fn rnr(qp: &Arc<Qp>, sq: &mut SendSide, code: u8) {
     ib::trace::retransmit(qp.qpn, sq.una, c"RNR NAK", sq.rnr_tries);
     rewind(sq);
     sq.rnr_wait = true;
-    qp.arm_rnr(params::rnr_timer_ns(code));
+    qp.arm::<RNR>(params::rnr_timer_ns(code));
 }
 
 impl WorkItem<RETRY> for Qp {
@@ -427,7 +427,7 @@ pub(crate) fn arm_retry(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) {
     let outstanding = sq.inflight.front().is_some_and(|p| p.sent > 0);
     if let (true, Some(ns)) = (outstanding, params::ack_timeout_ns(attrs.timeout)) {
         sq.timer_una = Some(sq.una);
-        qp.arm_retry(ns);
+        qp.arm::<RETRY>(ns);
     }
 }
 

@@ -69,6 +69,9 @@ mod mtt;
 #[path = "common/mw_rules.rs"]
 mod mw_rules;
 #[allow(unreachable_pub, dead_code)]
+#[path = "common/pace.rs"]
+mod pace;
+#[allow(unreachable_pub, dead_code)]
 #[path = "common/packet.rs"]
 mod packet;
 #[allow(unreachable_pub, dead_code)]

@@ -185,6 +185,8 @@ echo "$list" | while read -r srv tool args; do
 		  python3 tests/ethstat.py eth0 | grep -E '^(tx|rx)0_(kicks|drops) '
 		  for f in tx_packets rx_packets rx_dropped; do echo "$f $(cat /sys/class/net/eth0/statistics/$f)"; done
 		} >"$OXE_OUT/stats-$n.txt" 2>&1
+	[ -n "${OXE_PAIR_BENCH:-}" ] && [ -n "${OXE_PAIR_TRACE:-}" ] && [ "$drv" = oxe ] &&
+		grep -v "oxe_mr_" /sys/kernel/tracing/trace >"$OXE_OUT/trace-$n.txt" 2>&1
 	if [ -n "$perf" ] && [ -f /tmp/perf.data ]; then
 		{ perf report -i /tmp/perf.data --stdio --no-children --sort sym -g none
 		  perf report -i /tmp/perf.data --stdio --no-children --sort comm -g none

@@ -12,6 +12,7 @@ pub mod ip;
 pub mod key;
 pub mod mtt;
 pub mod mw_rules;
+pub mod pace;
 pub mod packet;
 pub mod params;
 pub mod pma;

@@ -42,6 +42,13 @@ pub(crate) fn retransmit(qpn: u32, psn: u32, why: &CStr, tries: u8) {
     unsafe { b::oxe_trace_retransmit(qpn, psn, why.as_char_ptr(), tries.into()) }
 }
 
+/// A READ asked for again slowed the QP's READ responses to `rate` bytes
+/// per ms (KB/s).
+pub(crate) fn paced(qpn: u32, psn: u32, rate: u32) {
+    // SAFETY: plain values.
+    unsafe { b::oxe_trace_read_pace(qpn, psn, rate) }
+}
+
 /// A packet was dropped (`qpn` 0 when it reached no QP).
 pub(crate) fn drop_pkt(qpn: u32, psn: u32, why: &CStr) {
     // SAFETY: plain values and a NUL-terminated string the event copies.

@@ -19,7 +19,9 @@ use core::mem::size_of;
 use kernel::prelude::*;
 use kernel::sync::atomic::{ordering, Atomic};
 use kernel::sync::{Arc, Mutex, SpinLock};
-use kernel::workqueue::{DelayedWork, RawWorkItem, Work};
+use kernel::time::hrtimer::{ArcHrTimerHandle, HrTimer, RelativeSoftMode};
+use kernel::time::Monotonic;
+use kernel::workqueue::{DelayedWork, RawDelayedWorkItem, RawWorkItem, Work};
 use kernel::xarray::{AllocKind, XArray};
 
 use crate::access::{self, PdId};
@@ -33,6 +35,7 @@ use crate::ib::{self, CoreRef};
 use crate::irqlock::{without_bh, IrqSpinLock};
 use crate::mr::Keys;
 use crate::mw::Windows;
+use crate::pace::Pace;
 use crate::params;
 use crate::pkt::Packet;
 use crate::queue::Queue;
@@ -186,6 +189,11 @@ pub(crate) struct RecvSide {
     pub(crate) progress: Option<flight::Progress>,
     /// A READ being answered, a budget's worth of packets per run.
     pub(crate) read: Option<flight::ReadServe>,
+    /// READ responses on the wire go at this pace once one was lost.
+    pub(crate) pace: Pace,
+    /// The pace's wake-up of the receive task, while a READ waits for it
+    /// (it holds a reference to the QP: `teardown` cancels it).
+    pub(crate) pace_wake: Option<ArcHrTimerHandle<Qp>>,
     /// A NAK (sequence or RNR) went out for `epsn`: later packets are not
     /// NAKed again until the requester goes back to it.
     pub(crate) nak_sent: bool,
@@ -284,6 +292,8 @@ pub(crate) struct Qp {
     retry_timer: DelayedWork<Qp, RETRY>,
     #[pin]
     rnr_timer: DelayedWork<Qp, RNR>,
+    #[pin]
+    pace_timer: HrTimer<Qp>,
     /// Set by destroy before it flushes the work: no more work is queued,
     /// and nothing posts to the CQs (checked under the SQ and RQ locks).
     pub(crate) dead: Atomic<i32>,
@@ -303,6 +313,11 @@ kernel::impl_has_work! {
 kernel::impl_has_delayed_work! {
     impl HasDelayedWork<Self, RETRY> for Qp { self.retry_timer }
     impl HasDelayedWork<Self, RNR> for Qp { self.rnr_timer }
+}
+// The READ pace's wake-up: finer than a jiffy, so that paced responses go
+// in small bursts (see `pace`); its callback only queues the receive task.
+kernel::impl_has_hr_timer! {
+    impl HasHrTimer<Self> for Qp { mode: RelativeSoftMode<Monotonic>, field: self.pace_timer }
 }
 
 impl Qp {
@@ -469,17 +484,13 @@ impl Qp {
         }
     }
 
-    /// Arms the retransmit timer (if not armed).
-    pub(crate) fn arm_retry(self: &Arc<Self>, ns: u64) {
+    /// Arms timer `ID` (`RETRY`, `RNR`) if not armed.
+    pub(crate) fn arm<const ID: u64>(self: &Arc<Self>, ns: u64)
+    where
+        Arc<Self>: RawDelayedWorkItem<ID> + Send + 'static,
+    {
         if let (false, Some(wq)) = (self.is_dead(), crate::wq::queue()) {
-            let _ = wq.enqueue_delayed::<_, RETRY>(self.clone(), crate::wq::jiffies(ns));
-        }
-    }
-
-    /// Arms the RNR timer (if not armed).
-    pub(crate) fn arm_rnr(self: &Arc<Self>, ns: u64) {
-        if let (false, Some(wq)) = (self.is_dead(), crate::wq::queue()) {
-            let _ = wq.enqueue_delayed::<_, RNR>(self.clone(), crate::wq::jiffies(ns));
+            let _ = wq.enqueue_delayed::<_, ID>(self.clone(), crate::wq::jiffies(ns));
         }
     }
 
@@ -718,6 +729,7 @@ impl Qp {
         rq.queue.discard_posted();
         rq.progress = None;
         rq.read = None;
+        rq.pace = Pace::new();
         rq.nak_sent = false;
         rq.drop_msg = false;
         rq.atomics.clear();

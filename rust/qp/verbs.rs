@@ -7,6 +7,7 @@
 use kernel::prelude::*;
 use kernel::sync::atomic::{ordering, Atomic};
 use kernel::sync::Arc;
+use kernel::time::hrtimer::HrTimer;
 
 use super::{
     mcast, Attrs, Inbox, Qp, QpTable, RecvSide, SendSide, AH_SIZE, INBOX, STATE_ERR, STATE_RESET,
@@ -22,6 +23,7 @@ use crate::ib::{self, udata, CoreRef, Udata};
 use crate::irqlock::new_irq_spinlock;
 use crate::mr::Keys;
 use crate::mw::Windows;
+use crate::pace::Pace;
 use crate::params;
 use crate::queue::{self, Queue};
 use crate::replay::{AtomicLog, Saved, ATOMIC_LOG_LEN};
@@ -221,6 +223,8 @@ impl Qp {
                         wqe: rq_wqe,
                         progress: None,
                         read: None,
+                        pace: Pace::new(),
+                        pace_wake: None,
                         nak_sent: false,
                         drop_msg: false,
                         atomics,
@@ -235,6 +239,7 @@ impl Qp {
                     recv_work <- kernel::new_work!("oxe_qp_recv"),
                     retry_timer <- kernel::new_delayed_work!("oxe_qp_retry"),
                     rnr_timer <- kernel::new_delayed_work!("oxe_qp_rnr"),
+                    pace_timer <- HrTimer::new(),
                     dead: Atomic::new(0),
                 }? Error),
                 GFP_KERNEL,
@@ -261,6 +266,9 @@ impl Qp {
         self.detach_all_mcast();
         self.dead.store(1, ordering::Release);
         self.peers.get().remove(self.qpn);
+        // A READ's paced wake-up holds a reference to the QP. Armed only
+        // under the RQ lock by a run that saw the QP alive: none after this.
+        drop(self.rq.lock().pace_wake.take());
         // Its tasks and timers may be running or queued: wait for them, so
         // that they never touch the ib_qp or the CQs after they are gone. A
         // run that began before the QP was marked dead may requeue itself or

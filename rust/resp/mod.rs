@@ -9,7 +9,11 @@
 //! request error the QP goes to ERR and the target memory stays untouched.
 
 use kernel::sync::atomic::ordering;
-use kernel::sync::Arc;
+use kernel::sync::{Arc, ArcBorrow};
+use kernel::time::hrtimer::{
+    HrTimerCallback, HrTimerCallbackContext, HrTimerPointer, HrTimerRestart,
+};
+use kernel::time::Delta;
 use kernel::workqueue::WorkItem;
 
 use crate::access;
@@ -28,7 +32,7 @@ mod place;
 mod read;
 
 use place::{complete_recv, flush, remote, send_data, write_data};
-use read::{read_ack, serve_read, start_read};
+use read::{read_ack, read_again, serve_read, start_read};
 
 enum Reply {
     Ack,
@@ -45,6 +49,16 @@ impl WorkItem<RECV> for Qp {
 
     fn run(qp: Arc<Qp>) {
         run(&qp);
+    }
+}
+
+impl HrTimerCallback for Qp {
+    type Pointer<'a> = Arc<Qp>;
+
+    /// The READ pace allows more responses: the receive task goes on.
+    fn run(qp: ArcBorrow<'_, Qp>, _ctx: HrTimerCallbackContext<'_, Qp>) -> HrTimerRestart {
+        Arc::from(qp).schedule_recv();
+        HrTimerRestart::NoRestart
     }
 }
 
@@ -79,9 +93,13 @@ pub(crate) fn run(qp: &Arc<Qp>) {
     }
     let mut budget = BUDGET;
     let mut cache = MrCache::new();
+    let mut wait = None;
     while budget > 0 {
         if rq.read.is_some() {
-            serve_read(qp, &mut rq, &mut budget, &mut cache);
+            wait = serve_read(qp, &mut rq, &mut budget, &mut cache);
+            if wait.is_some() {
+                break;
+            }
             continue;
         }
         let Some(mut pkt) = qp.next_request() else {
@@ -95,6 +113,18 @@ pub(crate) fn run(qp: &Arc<Qp>) {
         } else {
             receive(qp, &mut rq, &pkt, &mut cache);
         }
+    }
+    if let Some(ns) = wait {
+        // The READ goes on when the pace allows; what arrives meanwhile
+        // queues behind it. Armed under the RQ lock, which `teardown` takes
+        // after marking the QP dead to cancel it. The last wake-up (fired,
+        // or to be replaced) is cancelled first.
+        drop(rq.pace_wake.take());
+        let ns = i64::try_from(ns).unwrap_or(i64::MAX);
+        rq.pace_wake = Some(qp.clone().start(Delta::from_nanos(ns)));
+        drop(rq);
+        qp.idle::<{ crate::qp::RECV }>();
+        return;
     }
     let more = rq.read.is_some() || !qp.inbox.lock().requests.is_empty();
     drop(rq);
@@ -270,6 +300,7 @@ fn duplicate(qp: &Arc<Qp>, rq: &mut RecvSide, attrs: &Attrs, pkt: &Packet) {
         // READs have no side effect: answer again (the rkey is checked again).
         op::READ_REQUEST => {
             // A bad rkey now gets no answer: the first time it was NAKed.
+            read_again(qp, rq, attrs, h.psn);
             if let Some(reth) = h.reth {
                 let _ = start_read(qp, rq, attrs, h.psn, reth);
             }

@@ -2,8 +2,8 @@
 
 //! The responder's READs: a READ request checked and set up, then answered
 //! a budget's worth of response packets per run, before any later request
-//! is taken; and the empty READ response that answers ATOMIC_WRITE and
-//! FLUSH.
+//! is taken, at the QP's pace on the wire (see `pace`); and the empty READ
+//! response that answers ATOMIC_WRITE and FLUSH.
 
 use kernel::sync::Arc;
 
@@ -61,26 +61,90 @@ pub(super) fn start_read(
 
 /// Sends the next READ response packets, within the budget, on the wire as
 /// trains (see `udp::send`), all sent before anything else is answered.
-pub(super) fn serve_read(qp: &Arc<Qp>, rq: &mut RecvSide, budget: &mut u32, cache: &mut MrCache) {
+/// Returns the nanoseconds to wait when the pace allows no more now.
+pub(super) fn serve_read(
+    qp: &Arc<Qp>,
+    rq: &mut RecvSide,
+    budget: &mut u32,
+    cache: &mut MrCache,
+) -> Option<u64> {
+    if !qp.attrs().handed_over() {
+        skip_to_read_again(qp, rq);
+    }
     let mut train = Train::new();
-    read_responses(qp, rq, budget, cache, &mut train);
+    let wait = read_responses(qp, rq, budget, cache, &mut train);
     udp::send_train(qp, &mut train);
+    wait
 }
 
-pub(super) fn read_responses(
+/// The requester went back: a READ asked for again (from a PSN before the
+/// expected one) waits in the queue. The responses the requester lost its
+/// place in are no use to it any more, and it sends again every request
+/// after that READ: the READ being answered (if at or past that PSN) and the
+/// new requests queued before the READ asked for again are dropped, as if
+/// lost on the way, so that it is answered now instead of after them
+/// (rdma_rxe, asking again from a gap in an 8 MiB READ's responses, got the
+/// rest of it and every later 8 MiB READ first, all thrown away).
+fn skip_to_read_again(qp: &Qp, rq: &mut RecvSide) {
+    let epsn = rq.epsn;
+    let again = {
+        let inbox = qp.inbox.lock();
+        let q = &inbox.requests;
+        (0..q.len())
+            .filter_map(|i| q.get(i))
+            .find(|p| p.hdr.opcode == op::READ_REQUEST && packet::psn_diff(p.hdr.psn, epsn) < 0)
+            .map(|p| p.hdr.psn)
+    };
+    let Some(psn) = again else {
+        return;
+    };
+    if let Some(r) = &rq.read {
+        if packet::psn_diff(packet::psn_add(r.psn, r.next), psn) < 0 {
+            // Asked again for what is still to come: carry on.
+            return;
+        }
+    }
+    rq.read = None;
+    loop {
+        let skipped = {
+            let mut inbox = qp.inbox.lock();
+            match inbox.requests.front() {
+                Some(p) if packet::psn_diff(p.hdr.psn, epsn) >= 0 => inbox.requests.pop(),
+                _ => None,
+            }
+        };
+        let Some(p) = skipped else {
+            break;
+        };
+        crate::ib::trace::drop_pkt(qp.qpn, p.hdr.psn, c"before a READ asked for again");
+    }
+}
+
+/// The requester asked for a READ's responses again: on the wire, some
+/// were lost on the way (or its request was), and the responses slow down.
+pub(super) fn read_again(qp: &Qp, rq: &mut RecvSide, attrs: &Attrs, psn: u32) {
+    if !attrs.handed_over() && rq.pace.loss(crate::wq::now_ns(), psn, rq.epsn) {
+        crate::ib::trace::paced(qp.qpn, psn, rq.pace.rate());
+    }
+}
+
+fn read_responses(
     qp: &Arc<Qp>,
     rq: &mut RecvSide,
     budget: &mut u32,
     cache: &mut MrCache,
     train: &mut Train,
-) {
+) -> Option<u64> {
     let attrs = qp.attrs();
-    let Some(r) = rq.read.as_mut() else {
-        return;
-    };
+    let wire = !attrs.handed_over();
+    let RecvSide { read, pace, .. } = rq;
+    let r = read.as_mut()?;
     while *budget > 0 && r.next < r.count {
         let off = u64::from(r.next) * u64::from(r.mtu);
         let n = (r.len - off.min(r.len)).min(u64::from(r.mtu)) as usize;
+        if wire && !pace.take(crate::wq::now_ns(), n as u32) {
+            return Some(pace.wait_ns());
+        }
         let iova = r.va.wrapping_add(off);
         let payload = if n == 0 {
             Ok(Payload::empty())
@@ -96,16 +160,16 @@ pub(super) fn read_responses(
             Err(Gather::NoMem) => {
                 // Try again on the next run.
                 *budget = 0;
-                return;
+                return None;
             }
             Err(Gather::Access) => {
                 // The MR went (or was invalidated) under the READ: the NAK
                 // goes after the responses before it.
-                rq.read = None;
+                *read = None;
                 qp.set_error(rq);
                 udp::send_train(qp, train);
                 ack(qp, &attrs, psn, Syndrome::Nak(Nak::RemoteAccess));
-                return;
+                return None;
             }
         };
         let mut h = Hdr::new(packet::read_response_opcode(r.next, r.count), psn, 0);
@@ -123,6 +187,7 @@ pub(super) fn read_responses(
         );
     }
     if r.next >= r.count {
-        rq.read = None;
+        *read = None;
     }
+    None
 }
