@@ -107,6 +107,18 @@ impl Pace {
         true
     }
 
+    /// Stops pacing (the requester recovers from a loss at once), keeping
+    /// what was measured.
+    pub fn unpace(&mut self) {
+        *self = Self {
+            measured: self.measured,
+            window_ns: self.window_ns,
+            window_bytes: self.window_bytes,
+            last_sent: self.last_sent,
+            ..Self::new()
+        };
+    }
+
     /// Brings the credit and the rate up to `now`.
     fn update(&mut self, now: u64) {
         if self.rate == 0 || now <= self.at {
@@ -130,10 +142,7 @@ impl Pace {
             rate += rate.div_ceil(GROWTH);
         }
         if rate > u64::from(MAX_RATE) {
-            *self = Self {
-                measured: self.measured,
-                ..Self::new()
-            };
+            self.unpace();
         } else {
             self.rate = rate as u32;
         }
@@ -288,6 +297,21 @@ mod tests {
         let r = p.rate();
         p.take(t + 10_000 * MS, 1);
         assert!(p.rate() > r && p.rate() < r + r / 16, "{} {r}", p.rate());
+    }
+
+    #[test]
+    fn unpacing_keeps_what_was_measured() {
+        let mut p = Pace::new();
+        for i in 0..5000u64 {
+            p.take(i * 1000, 1024);
+        }
+        p.loss(5 * MS, 0, 1);
+        assert_eq!(p.rate(), 512_000);
+        p.unpace();
+        assert_eq!((p.rate(), p.wait_ns()), (0, 0));
+        assert!(p.take(5 * MS, 1024));
+        p.loss(6 * MS, 1, 2);
+        assert_eq!(p.rate(), 512_000);
     }
 
     #[test]

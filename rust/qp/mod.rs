@@ -12,17 +12,17 @@
 pub(crate) mod flight;
 mod layout;
 pub(crate) mod mcast;
+mod table;
 pub(crate) mod verbs;
 
 use core::mem::size_of;
 
 use kernel::prelude::*;
 use kernel::sync::atomic::{ordering, Atomic};
-use kernel::sync::{Arc, Mutex, SpinLock};
+use kernel::sync::{Arc, Mutex};
 use kernel::time::hrtimer::{ArcHrTimerHandle, HrTimer, RelativeSoftMode};
 use kernel::time::Monotonic;
 use kernel::workqueue::{DelayedWork, RawDelayedWorkItem, RawWorkItem, Work};
-use kernel::xarray::{AllocKind, XArray};
 
 use crate::access::{self, PdId};
 use crate::ah::AhTable;
@@ -32,7 +32,7 @@ use crate::fifo::Fifo;
 use crate::ib::qp::QpHandle;
 use crate::ib::skb::{NetDev, Route, Train};
 use crate::ib::{self, CoreRef};
-use crate::irqlock::{without_bh, IrqSpinLock};
+use crate::irqlock::IrqSpinLock;
 use crate::mr::Keys;
 use crate::mw::Windows;
 use crate::pace::Pace;
@@ -44,6 +44,7 @@ use crate::sgl::Sgl;
 use crate::srq::Srq;
 use crate::stats::{Counter, Counters};
 use crate::wqe;
+pub(crate) use table::QpTable;
 
 /// The QP the core allocates (`size_ib_qp`): its `ib_qp`, then the QP, which
 /// peers' packet paths and the QP's own tasks also hold.
@@ -191,6 +192,8 @@ pub(crate) struct RecvSide {
     pub(crate) read: Option<flight::ReadServe>,
     /// READ responses on the wire go at this pace once one was lost.
     pub(crate) pace: Pace,
+    /// The PSN a READ was asked for again from while it was being answered.
+    pub(crate) read_cut: Option<u32>,
     /// The pace's wake-up of the receive task, while a READ waits for it
     /// (it holds a reference to the QP: `teardown` cancels it).
     pub(crate) pace_wake: Option<ArcHrTimerHandle<Qp>>,
@@ -730,6 +733,7 @@ impl Qp {
         rq.progress = None;
         rq.read = None;
         rq.pace = Pace::new();
+        rq.read_cut = None;
         rq.nak_sent = false;
         rq.drop_msg = false;
         rq.atomics.clear();
@@ -739,74 +743,5 @@ impl Qp {
         // put the last reference on a page.
         while self.next_request().is_some() {}
         while self.next_response().is_some() {}
-    }
-}
-
-/// QPN -> QP, for delivering packets, from process context and from the
-/// wire's receive in softirq (hence BH disabled around every access). QPNs
-/// start at 16, as rxe's.
-#[pin_data]
-pub(crate) struct QpTable {
-    #[pin]
-    xa: XArray<Arc<Qp>>,
-    #[pin]
-    next: Mutex<u32>,
-    /// Multicast groups (`mcast`).
-    #[pin]
-    groups: SpinLock<KVec<mcast::Group>>,
-}
-
-impl QpTable {
-    pub(crate) fn new() -> impl PinInit<Self, Error> {
-        try_pin_init!(QpTable {
-            xa <- XArray::new(AllocKind::Alloc),
-            next <- kernel::new_mutex!(params::MIN_QP_INDEX),
-            groups <- kernel::new_spinlock!(KVec::new()),
-        }? Error)
-    }
-
-    /// Creates a QP under QPN `fixed` (the GSI QP's; EBUSY if taken), or
-    /// under a free QPN, and publishes it.
-    pub(crate) fn insert(
-        &self,
-        fixed: Option<u32>,
-        make: impl FnOnce(u32) -> Result<Arc<Qp>>,
-    ) -> Result<Arc<Qp>> {
-        let mut next = self.next.lock();
-        if let Some(qpn) = fixed {
-            if without_bh(|| self.xa.lock().get(qpn as usize).is_some()) {
-                return Err(EBUSY);
-            }
-            let qp = make(qpn)?;
-            without_bh(|| self.xa.lock().store(qpn as usize, qp.clone(), GFP_ATOMIC))?;
-            return Ok(qp);
-        }
-        let max = params::MIN_QP_INDEX + params::MAX_QP - 1;
-        for _ in 0..params::MAX_QP {
-            let qpn = *next;
-            *next = if qpn >= max {
-                params::MIN_QP_INDEX
-            } else {
-                qpn + 1
-            };
-            if without_bh(|| self.xa.lock().get(qpn as usize).is_some()) {
-                continue;
-            }
-            let qp = make(qpn)?;
-            // Atomic allocation: the store runs with BH disabled.
-            without_bh(|| self.xa.lock().store(qpn as usize, qp.clone(), GFP_ATOMIC))?;
-            return Ok(qp);
-        }
-        Err(ENOSPC)
-    }
-
-    /// The QP numbered `qpn`; also from softirq (the wire's receive).
-    pub(crate) fn get(&self, qpn: u32) -> Option<Arc<Qp>> {
-        without_bh(|| self.xa.lock().get(qpn as usize).map(Arc::from))
-    }
-
-    pub(crate) fn remove(&self, qpn: u32) {
-        let qp = without_bh(|| self.xa.lock().remove(qpn as usize));
-        drop(qp);
     }
 }

@@ -225,6 +225,7 @@ impl Qp {
                         read: None,
                         pace: Pace::new(),
                         pace_wake: None,
+                        read_cut: None,
                         nak_sent: false,
                         drop_msg: false,
                         atomics,

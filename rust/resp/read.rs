@@ -103,6 +103,9 @@ fn skip_to_read_again(qp: &Qp, rq: &mut RecvSide) {
             // Asked again for what is still to come: carry on.
             return;
         }
+        if packet::psn_diff(psn, r.psn) >= 0 {
+            rq.read_cut = Some(psn);
+        }
     }
     rq.read = None;
     loop {
@@ -121,9 +124,17 @@ fn skip_to_read_again(qp: &Qp, rq: &mut RecvSide) {
 }
 
 /// The requester asked for a READ's responses again: on the wire, some
-/// were lost on the way (or its request was), and the responses slow down.
+/// were lost on the way (or its request was). One that asks again from the
+/// gap while the READ is still being answered (oxe's requester) lost only
+/// what was on the way: it needs no pace, and its responses go unpaced
+/// again. One that asks only after the READ was answered (rdma_rxe's,
+/// which drops the rest of a READ's responses after a gap and asks again
+/// once a later READ's come or its timer fires) lost it all: the responses
+/// slow down.
 pub(super) fn read_again(qp: &Qp, rq: &mut RecvSide, attrs: &Attrs, psn: u32) {
-    if !attrs.handed_over() && rq.pace.loss(crate::wq::now_ns(), psn, rq.epsn) {
+    if rq.read_cut.take() == Some(psn) {
+        rq.pace.unpace();
+    } else if !attrs.handed_over() && rq.pace.loss(crate::wq::now_ns(), psn, rq.epsn) {
         crate::ib::trace::paced(qp.qpn, psn, rq.pace.rate());
     }
 }
