@@ -108,6 +108,19 @@ perf=
 ktap_print_header
 # oxe also checks its ICRC counter at the end (one more line).
 ktap_set_plan "$(($(echo "$list" | wc -l) + $([ "$drv" = oxe ] && echo 1 || echo 0)))"
+# The mckey server's word to its client that it has its datagrams (UDP,
+# outside RDMA): `send PEER` or `listen FILE` (FILE made when it comes).
+MC_DONE='
+import socket, sys
+s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+if sys.argv[1] == "send":
+    for _ in range(3):
+        s.sendto(b"done", (sys.argv[2], 47999))
+else:
+    s.bind(("", 47999))
+    s.recv(16)
+    open(sys.argv[2], "w").close()
+'
 n=0
 echo "$list" | while read -r srv tool args; do
 	n=$((n + 1)) t0=$(date +%s)
@@ -140,14 +153,23 @@ echo "$list" | while read -r srv tool args; do
 		role="serves"
 		timeout 120 $perf $tool $sargs </dev/null >/tmp/pair.out 2>&1
 		rc=$?
+		# mckey: tell the client it may stop sending (three tries; if
+		# all are lost it sends its 20 rounds).
+		[ -n "$mc" ] && python3 -c "$MC_DONE" send "$peer"
 	elif [ -n "$mc" ]; then
 		role="client"
+		rm -f /tmp/mc.done
+		timeout 150 python3 -c "$MC_DONE" listen /tmp/mc.done &
+		lpid=$!
 		for i in $(seq 20); do
 			timeout 30 $tool $cargs </dev/null >/tmp/pair.out 2>&1
 			rc=$?
 			[ $rc = 0 ] || break
 			sleep 1
+			[ -e /tmp/mc.done ] && break
 		done
+		kill $lpid 2>/dev/null
+		wait $lpid 2>/dev/null
 	else
 		role="client"
 		# Retried while the server is not listening yet: perftest and the

@@ -300,8 +300,8 @@ fn duplicate(qp: &Arc<Qp>, rq: &mut RecvSide, attrs: &Attrs, pkt: &Packet) {
         // READs have no side effect: answer again (the rkey is checked again).
         op::READ_REQUEST => {
             // A bad rkey now gets no answer: the first time it was NAKed.
-            read_again(qp, rq, attrs, h.psn);
             if let Some(reth) = h.reth {
+                read_again(qp, rq, attrs, h.psn, reth.len);
                 let _ = start_read(qp, rq, attrs, h.psn, reth);
             }
         }
