@@ -1,9 +1,17 @@
 # RoCEv2 packets by hand (IPv4, UDP 4791) for the wire suite's tests: the
-# ICRC as IBA A17.3.3 and rdma_rxe compute it.
+# ICRC as IBA A17.3.3 and rdma_rxe compute it; and what a scripted peer in
+# another network namespace needs.
+import ctypes
+import os
 import socket
 import struct
 import zlib
 
+READ_REQUEST = 0x0C
+READ_RESPONSE_FIRST = 0x0D
+READ_RESPONSE_MIDDLE = 0x0E
+READ_RESPONSE_LAST = 0x0F
+READ_RESPONSE_ONLY = 0x10
 ACKNOWLEDGE = 0x11
 ACK = 0x1F  # AETH syndrome: ACK, no credit limit
 NAK_SEQ = 0x60  # AETH syndrome: NAK, PSN sequence error
@@ -17,6 +25,10 @@ def bth(opcode, qpn, psn, ack_req=False):
 
 def aeth(syndrome, msn=0):
     return struct.pack("!I", (syndrome << 24) | (msn & 0xFFFFFF))
+
+
+def reth(va, rkey, length):
+    return struct.pack("!QII", va, rkey, length)
 
 
 def parse_bth(data):
@@ -53,3 +65,24 @@ def packet(src, dst, ib, icrc_xor=0, sport=0xC000):
 
 def raw_socket():
     return socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+
+
+def in_namespace(ns, fn):
+    """fn() with this thread in network namespace ns (sockets keep theirs)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    home = os.open("/proc/self/ns/net", os.O_RDONLY)
+    there = os.open(f"/run/netns/{ns}", os.O_RDONLY)
+    try:
+        if libc.setns(there, 0x40000000) != 0:
+            raise OSError(ctypes.get_errno(), "setns")
+        return fn()
+    finally:
+        libc.setns(home, 0x40000000)
+        os.close(there)
+        os.close(home)
+
+
+def mapped_gid(ip):
+    """The IPv4-mapped GID of ip, spelt out as pyverbs wants it."""
+    b = socket.inet_pton(socket.AF_INET6, f"::ffff:{ip}")
+    return ":".join(b[i:i + 2].hex() for i in range(0, 16, 2))

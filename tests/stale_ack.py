@@ -22,8 +22,6 @@
 # never comes and the SEND fails with RETRY_EXC_ERR.
 #
 # Usage (in the QP's namespace): stale_ack.py DEV GID_INDEX LOCAL_IP PEER_IP PEER_NS
-import ctypes
-import os
 import socket
 import sys
 import threading
@@ -46,21 +44,6 @@ NAK_AT, STALE_ACK = SQ_PSN + 50, SQ_PSN + 127
 LAST = SQ_PSN + NPKTS - 1
 
 
-def in_namespace(ns, fn):
-    """fn() with this thread in network namespace ns (sockets keep theirs)."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    home = os.open("/proc/self/ns/net", os.O_RDONLY)
-    there = os.open(f"/run/netns/{ns}", os.O_RDONLY)
-    try:
-        if libc.setns(there, 0x40000000) != 0:
-            raise OSError(ctypes.get_errno(), "setns")
-        return fn()
-    finally:
-        libc.setns(home, 0x40000000)
-        os.close(there)
-        os.close(home)
-
-
 def sockets():
     rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
     rx.bind((peer_ip, 4791))
@@ -68,7 +51,7 @@ def sockets():
     return rx, roce.raw_socket()
 
 
-rx, tx = in_namespace(peer_ns, sockets)
+rx, tx = roce.in_namespace(peer_ns, sockets)
 log = []
 
 
@@ -101,12 +84,6 @@ def responder(qpn, stop):
             acked = True
 
 
-def mapped_gid(ip):
-    """The IPv4-mapped GID of ip, spelt out as pyverbs wants it."""
-    b = socket.inet_pton(socket.AF_INET6, f"::ffff:{ip}")
-    return ":".join(b[i:i + 2].hex() for i in range(0, 16, 2))
-
-
 ctx = Context(name=dev)
 pd = PD(ctx)
 cq = CQ(ctx, 4)
@@ -125,7 +102,7 @@ attr.min_rnr_timer = 12
 attr.max_rd_atomic = 1
 attr.max_dest_rd_atomic = 1
 attr.ah_attr = AHAttr(port_num=1, is_global=1,
-                      gr=GlobalRoute(dgid=GID(mapped_gid(peer_ip)), sgid_index=gid_index))
+                      gr=GlobalRoute(dgid=GID(roce.mapped_gid(peer_ip)), sgid_index=gid_index))
 qp.to_rts(attr)
 
 stop = threading.Event()

@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 ktap_print_header
-ktap_set_plan 28
+ktap_set_plan 30
 before=$(pins)
 
 # 1. One device, every packet through the wire path: the data-path cases
@@ -91,6 +91,26 @@ check "the last device of a namespace closes its socket" sh -c '! ip netns exec 
 gb=$(gid_index oxeB ffff:0a09:0002)
 check "an ACK of packets sent before a go-back completes what it covers" \
 	ip netns exec B python3 tests/stale_ack.py oxeB "$gb" 10.9.0.2 10.9.0.1 A
+
+# A scripted requester in A reads from a QP of oxeB and asks for the READ
+# again as rdma_rxe's and oxe's requesters do after a loss; tests/read_pace.py
+# says what and why. oxe_read_pace must show the pace starting.
+tr=/sys/kernel/tracing
+[ -d $tr/events ] || mount -t tracefs nodev $tr
+echo >$tr/trace
+echo 1 >$tr/events/oxe/oxe_read_pace/enable
+echo 1 >$tr/tracing_on
+ip netns exec B python3 tests/read_pace.py oxeB "$gb" 10.9.0.2 10.9.0.1 A >/tmp/read_pace.out 2>&1
+rc=$?
+echo 0 >$tr/events/oxe/oxe_read_pace/enable
+cp $tr/trace /tmp/read_pace.trace
+echo >$tr/trace
+sed 's/^\([^#]\)/# \1/' /tmp/read_pace.out
+grep oxe_read_pace /tmp/read_pace.trace | sed 's/^ */# /'
+qpn=$(sed -n 's/^# qpn=//p' /tmp/read_pace.out)
+check "a READ asked for again (late, at once, then paced with the QP destroyed): every byte right" [ $rc = 0 ]
+check "oxe_read_pace: a READ asked for again from a gap of 590 packets, once answered, is paced" \
+	grep -q "qpn=$qpn READ again from psn=10:" /tmp/read_pace.trace
 
 # 5. A namespace deleted with its device still there: the device goes with
 # its netdev, and the socket with it.
