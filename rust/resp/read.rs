@@ -68,11 +68,12 @@ pub(super) fn serve_read(
     budget: &mut u32,
     cache: &mut MrCache,
 ) -> Option<u64> {
-    if !qp.attrs().handed_over() {
+    let attrs = qp.attrs();
+    if !attrs.handed_over() {
         skip_to_read_again(qp, rq);
     }
     let mut train = Train::new();
-    let wait = read_responses(qp, rq, budget, cache, &mut train);
+    let wait = read_responses(qp, rq, &attrs, budget, cache, &mut train);
     udp::send_train(qp, &mut train);
     wait
 }
@@ -150,11 +151,11 @@ const DEAR_READ: u32 = 256;
 fn read_responses(
     qp: &Arc<Qp>,
     rq: &mut RecvSide,
+    attrs: &Attrs,
     budget: &mut u32,
     cache: &mut MrCache,
     train: &mut Train,
 ) -> Option<u64> {
-    let attrs = qp.attrs();
     let wire = !attrs.handed_over();
     let RecvSide { read, pace, .. } = rq;
     let r = read.as_mut()?;
@@ -187,7 +188,7 @@ fn read_responses(
                 *read = None;
                 qp.set_error(rq);
                 udp::send_train(qp, train);
-                ack(qp, &attrs, psn, Syndrome::Nak(Nak::RemoteAccess));
+                ack(qp, attrs, psn, Syndrome::Nak(Nak::RemoteAccess));
                 return None;
             }
         };
