@@ -59,7 +59,7 @@ pub(crate) struct DeviceState {
 impl DeviceState {
     pub(crate) fn new(node_guid: u64, net: NetHold) -> impl PinInit<Self, Error> {
         try_pin_init!(DeviceState {
-            keys <- KeyTable::new(key::MIN_INDEX, key::MR_MAX_INDEX),
+            keys <- KeyTable::new(key::MIN_INDEX, key::mr_max_index(mr_keys())),
             mws <- Windows::new(key::MW_MIN_INDEX, key::MAX_INDEX),
             qps <- QpTable::new(),
             ahs <- AhTable::new(),
@@ -112,7 +112,10 @@ impl OxeDevice {
         a.max_sge_rd = params::MAX_SGE_RD as c_int;
         a.max_cq = params::MAX_CQ as c_int;
         a.max_cqe = params::MAX_CQE as c_int;
-        a.max_mr = params::MAX_MR as c_int;
+        a.max_mr = match mr_keys() {
+            0 => params::MAX_MR,
+            n => n.min(params::MAX_MR),
+        } as c_int;
         a.max_mw = params::MAX_MW as c_int;
         a.max_pd = params::MAX_PD as c_int;
         a.max_qp_rd_atom = params::MAX_QP_RD_ATOM as c_int;
@@ -218,4 +221,9 @@ fn odp_caps() -> b::ib_odp_caps {
     caps.per_transport_caps.uc_odp_caps = uc;
     caps.per_transport_caps.ud_odp_caps = ud;
     caps
+}
+
+/// The `mr_keys` parameter: the size of a new device's MR key table (0: all).
+fn mr_keys() -> u32 {
+    *crate::module_parameters::mr_keys.value()
 }

@@ -130,6 +130,10 @@ module! {
             default: 8,
             description: "Packets a QP's requester hands to the IP stack in one call on the wire, as one UDP GSO train, so that the NIC is notified once per train (at most 32; 0 or 1: each packet alone)",
         },
+        mr_keys: u32 {
+            default: 0,
+            description: "MR keys per device, the slots of its key table (0: all 2^23 - 1; max_mr says how many). A smaller table goes around sooner: for tests of stale keys and of a full table",
+        },
         icrc: u8 {
             default: 0,
             description: "The CRC-32 code of the ICRC: 0 the faster for headers and for payloads, timed at load; 1 the kernel's crc32_le(); 2 oxe's slice-by-8 tables (anything else: the module does not load)",

@@ -21,6 +21,17 @@ pub const MAX_INDEX: u32 = (1 << (32 - TAG_BITS)) - 1;
 pub const MR_MAX_INDEX: u32 = (1 << (31 - TAG_BITS)) - 1;
 pub const MW_MIN_INDEX: u32 = MR_MAX_INDEX + 1;
 
+/// The highest MR index of a device with `slots` MR keys (0, or more than
+/// there are: every index MRs can have). A smaller table goes around sooner,
+/// which is how the tests watch a slot's keys come back and the table fill.
+pub const fn mr_max_index(slots: u32) -> u32 {
+    if slots == 0 || slots > MR_MAX_INDEX - MIN_INDEX + 1 {
+        MR_MAX_INDEX
+    } else {
+        MIN_INDEX + slots - 1
+    }
+}
+
 pub const fn make(index: u32, tag: u8) -> u32 {
     (index << TAG_BITS) | tag as u32
 }
@@ -53,6 +64,16 @@ mod tests {
             }
         }
         assert_eq!(make(MAX_INDEX, 0xff), u32::MAX);
+    }
+
+    #[test]
+    fn mr_slots() {
+        assert_eq!(mr_max_index(0), MR_MAX_INDEX);
+        assert_eq!(mr_max_index(1), MIN_INDEX);
+        assert_eq!(mr_max_index(100), 100);
+        assert_eq!(mr_max_index(MR_MAX_INDEX), MR_MAX_INDEX);
+        assert_eq!(mr_max_index(u32::MAX), MR_MAX_INDEX);
+        assert!(mr_max_index(u32::MAX) < MW_MIN_INDEX);
     }
 
     /// What `__xa_alloc_cyclic` does: the first free index at or after
