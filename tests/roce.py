@@ -86,3 +86,31 @@ def mapped_gid(ip):
     """The IPv4-mapped GID of ip, spelt out as pyverbs wants it."""
     b = socket.inet_pton(socket.AF_INET6, f"::ffff:{ip}")
     return ":".join(b[i:i + 2].hex() for i in range(0, 16, 2))
+
+
+def rc_qp(pd, cq, gid_index, peer_ip, peer_qpn, sq_psn=0, access=0, dest_rd_atomic=1):
+    """An RC QP of `pd` in RTS, connected to QP `peer_qpn` at `peer_ip` (a
+    scripted peer): path MTU 256, PSNs from 0 (its requests from `sq_psn`),
+    67 ms timeout, 3 retries, one RNR retry."""
+    import pyverbs.enums as e
+    from pyverbs.addr import AHAttr, GID, GlobalRoute
+    from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+
+    qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
+                           cap=QPCap(max_send_wr=1, max_recv_wr=1)))
+    attr = QPAttr(port_num=1)
+    attr.qp_access_flags = access
+    attr.path_mtu = e.IBV_MTU_256
+    attr.dest_qp_num = peer_qpn
+    attr.rq_psn = 0
+    attr.sq_psn = sq_psn
+    attr.timeout = 14  # 67 ms
+    attr.retry_cnt = 3
+    attr.rnr_retry = 1
+    attr.min_rnr_timer = 12
+    attr.max_rd_atomic = 1
+    attr.max_dest_rd_atomic = dest_rd_atomic
+    attr.ah_attr = AHAttr(port_num=1, is_global=1,
+                          gr=GlobalRoute(dgid=GID(mapped_gid(peer_ip)), sgid_index=gid_index))
+    qp.to_rts(attr)
+    return qp

@@ -28,12 +28,10 @@ import threading
 import time
 
 import pyverbs.enums as e
-from pyverbs.addr import AHAttr, GID, GlobalRoute
 from pyverbs.cq import CQ
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 from pyverbs.wr import SGE, SendWR
 
 import roce
@@ -88,22 +86,7 @@ ctx = Context(name=dev)
 pd = PD(ctx)
 cq = CQ(ctx, 4)
 mr = MR(pd, MTU * NPKTS, e.IBV_ACCESS_LOCAL_WRITE)
-qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
-                       cap=QPCap(max_send_wr=1, max_recv_wr=1)))
-attr = QPAttr(port_num=1)
-attr.path_mtu = e.IBV_MTU_256
-attr.dest_qp_num = PEER_QPN
-attr.rq_psn = 0
-attr.sq_psn = SQ_PSN
-attr.timeout = 14  # 67 ms
-attr.retry_cnt = 3
-attr.rnr_retry = 1
-attr.min_rnr_timer = 12
-attr.max_rd_atomic = 1
-attr.max_dest_rd_atomic = 1
-attr.ah_attr = AHAttr(port_num=1, is_global=1,
-                      gr=GlobalRoute(dgid=GID(roce.mapped_gid(peer_ip)), sgid_index=gid_index))
-qp.to_rts(attr)
+qp = roce.rc_qp(pd, cq, gid_index, peer_ip, PEER_QPN, sq_psn=SQ_PSN)
 
 stop = threading.Event()
 t = threading.Thread(target=responder, args=(qp.qp_num, stop))
