@@ -112,10 +112,8 @@ impl OxeDevice {
         a.max_sge_rd = params::MAX_SGE_RD as c_int;
         a.max_cq = params::MAX_CQ as c_int;
         a.max_cqe = params::MAX_CQE as c_int;
-        a.max_mr = match mr_keys() {
-            0 => params::MAX_MR,
-            n => n.min(params::MAX_MR),
-        } as c_int;
+        let slots = key::mr_max_index(mr_keys()) - key::MIN_INDEX + 1;
+        a.max_mr = slots.min(params::MAX_MR) as c_int;
         a.max_mw = params::MAX_MW as c_int;
         a.max_pd = params::MAX_PD as c_int;
         a.max_qp_rd_atom = params::MAX_QP_RD_ATOM as c_int;

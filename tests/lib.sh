@@ -66,10 +66,10 @@ pt_line() {
 
 # perftest_untimed LOG: perftest moved the data but could not time it. It
 # counts TSC cycles and converts them at a rate it samples after the run
-# (get_cpu_mhz()). A sample preempted by the work the run left queued (its
-# last WQEs still being executed) fails perftest's own check ("Correlation
-# coefficient r^2: ... < 0.9"); with -F it then reports 0 MB/s, without it
-# no report at all. Seen in 1-2 of 40 runs of 1 MiB ib_send_bw -q 4 -D 2.
+# (get_cpu_mhz()). A preempted sample (most likely by the workers still
+# executing the WQEs the run left queued) fails perftest's own check
+# ("Correlation coefficient r^2: ... < 0.9"); with -F it then reports 0 MB/s,
+# without it no report at all. Seen in 3 of 100 runs of 1 MiB ib_send_bw -D 2.
 perftest_untimed() { grep -qs "Correlation coefficient" "$1"; }
 
 # rdma_stat DEV NAME: a counter of `rdma statistic show link DEV/1`.
