@@ -484,6 +484,18 @@ struct oxe_helper {
 
 static DEFINE_PER_CPU(struct oxe_helper, oxe_helper);
 static u64 oxe_help_linger_ns;
+/* The QP whose turn runs on each CPU: whose copy a share is. */
+static DEFINE_PER_CPU(unsigned long, oxe_turn_of);
+
+void oxe_turn_starts(unsigned long qp)
+{
+	this_cpu_write(oxe_turn_of, qp);
+}
+
+unsigned long oxe_turn_now(void)
+{
+	return this_cpu_read(oxe_turn_of);
+}
 
 static void oxe_helper_take(struct oxe_helper *h)
 {

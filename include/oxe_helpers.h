@@ -141,6 +141,9 @@ struct oxe_help_job {
 };
 void oxe_help_init(u32 linger_us);
 void oxe_help_kick(int cpu);
+/* A QP's turn starts on this CPU (the QP's address), and which it is. */
+void oxe_turn_starts(unsigned long qp);
+unsigned long oxe_turn_now(void);
 int oxe_help_cpu(void);
 bool oxe_help_offer(struct workqueue_struct *wq, int cpu, struct oxe_help_job *job);
 bool oxe_help_withdraw(int cpu, struct oxe_help_job *job);

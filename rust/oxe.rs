@@ -54,6 +54,9 @@ mod wq;
 #[path = "common/access.rs"]
 mod access;
 #[allow(unreachable_pub, dead_code)]
+#[path = "common/help.rs"]
+mod help;
+#[allow(unreachable_pub, dead_code)]
 #[path = "common/icrc.rs"]
 mod icrc;
 #[allow(unreachable_pub, dead_code)]
@@ -116,7 +119,7 @@ module! {
         },
         help_bytes: u32 {
             default: 32768,
-            description: "A copy of this many bytes or more (a loopback packet's payload) is shared, in 16 KiB pieces, with a helper on another CPU that is idle or runs a process rather than a worker (x86; 0: never)",
+            description: "A copy of this many bytes or more (a loopback packet's payload) is shared, in 16 KiB pieces, with a helper on another CPU that is idle or runs a process rather than a worker (x86; 0: never); a copy of 64 KiB or less only while one flow copies",
         },
         help_linger_us: u32 {
             default: 20,

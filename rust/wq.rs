@@ -7,7 +7,7 @@
 //! queue with the rest of the kernel.
 
 use core::ptr;
-use core::sync::atomic::{AtomicPtr, Ordering};
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use kernel::prelude::*;
 use kernel::sync::atomic::{ordering, Atomic};
@@ -169,11 +169,48 @@ impl<F: Fn(u32) -> bool + Sync> Shared<F> {
     }
 }
 
+/// `help::Flows`, kept in atomics without a lock: a hint, as the CPU
+/// choice (two owners' updates may cross).
+static SHARER: AtomicUsize = AtomicUsize::new(0);
+static SINCE: Atomic<u64> = Atomic::new(0);
+static CHANGES: Atomic<u32> = Atomic::new(0);
+static MIXED_AT: Atomic<u64> = Atomic::new(0);
+
+/// A QP's turn starts on this CPU: the copies shared from here on are its.
+pub(crate) fn turn_starts<T>(qp: &T) {
+    // SAFETY: writes this CPU's per-CPU word.
+    unsafe { b::oxe_turn_starts(ptr::from_ref(qp) as usize) };
+}
+
+/// Whether this copy's flow is the only one that copied lately
+/// (`common/help.rs`).
+fn one_flow() -> bool {
+    // SAFETY: reads this CPU's per-CPU word.
+    let me = unsafe { b::oxe_turn_now() };
+    let before = crate::help::Flows {
+        sharer: SHARER.load(Ordering::Relaxed),
+        since: SINCE.load(ordering::Relaxed),
+        changes: CHANGES.load(ordering::Relaxed),
+        mixed_at: MIXED_AT.load(ordering::Relaxed),
+    };
+    let mut f = before;
+    let one = f.one_flow(me, now_ns());
+    // Most copies change nothing, and leave the cache line shared.
+    if f != before {
+        SHARER.store(f.sharer, Ordering::Relaxed);
+        SINCE.store(f.since, ordering::Relaxed);
+        CHANGES.store(f.changes, ordering::Relaxed);
+        MIXED_AT.store(f.mixed_at, ordering::Relaxed);
+    }
+    one
+}
+
 /// Runs `f` on each of `0..n` once, on this CPU and, if another CPU is idle
 /// or runs a process (not a worker, x86), on a helper queued there: both
 /// take pieces until none is left, so a helper that starts late takes
-/// fewer, and this returns after at most one piece of waiting. True if
-/// every call did.
+/// fewer, and this returns after at most one piece of waiting. A short
+/// copy has a helper only while its flow is the only one copying
+/// (`help::worth_helper`). True if every call did.
 pub(crate) fn share<F: Fn(u32) -> bool + Sync>(n: u32, f: F) -> bool {
     let wq = WQ.load(Ordering::Acquire);
     let cpu = if n < 2 || wq.is_null() {
@@ -181,6 +218,11 @@ pub(crate) fn share<F: Fn(u32) -> bool + Sync>(n: u32, f: F) -> bool {
     } else {
         // SAFETY: reads the current context, the online mask and, under RCU, each CPU's current task.
         unsafe { b::oxe_help_cpu() }
+    };
+    let cpu = if cpu >= 0 && !crate::help::worth_helper(n, one_flow()) {
+        -1
+    } else {
+        cpu
     };
     let s = Shared {
         job: b::oxe_help_job {

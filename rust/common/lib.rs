@@ -7,6 +7,7 @@
 #![cfg_attr(not(test), no_std)]
 
 pub mod access;
+pub mod help;
 pub mod icrc;
 pub mod ip;
 pub mod key;
