@@ -90,7 +90,7 @@ fn turn(qp: &Arc<Qp>, mut sq: kernel::sync::MutexGuard<'_, SendSide>) {
     if qp.is_dead() {
         return;
     }
-    crate::wq::turn_starts::<Qp>(qp);
+    crate::wq::turn_starts(Arc::as_ptr(qp).cast());
     let mut budget = BUDGET;
     let mut cache = MrCache::new();
     comp::drain(qp, &mut sq, &mut budget, &mut cache);

@@ -176,10 +176,11 @@ static SINCE: Atomic<u64> = Atomic::new(0);
 static CHANGES: Atomic<u32> = Atomic::new(0);
 static MIXED_AT: Atomic<u64> = Atomic::new(0);
 
-/// A QP's turn starts on this CPU: the copies shared from here on are its.
-pub(crate) fn turn_starts<T>(qp: &T) {
+/// A flow's turn (a QP's: its address) starts on this CPU: the copies
+/// shared from here on are its.
+pub(crate) fn turn_starts(flow: *const ()) {
     // SAFETY: writes this CPU's per-CPU word.
-    unsafe { b::oxe_turn_starts(ptr::from_ref(qp) as usize) };
+    unsafe { b::oxe_turn_starts(flow as usize) };
 }
 
 /// Whether this copy's flow is the only one that copied lately

@@ -65,7 +65,7 @@ impl HrTimerCallback for Qp {
 /// The receive task: answers a READ in progress and takes queued request
 /// packets, within one budget; requeues itself while work is left.
 pub(crate) fn run(qp: &Arc<Qp>) {
-    crate::wq::turn_starts::<Qp>(qp);
+    crate::wq::turn_starts(Arc::as_ptr(qp).cast());
     // A QP's packets are handled in the order they arrived, as a NIC
     // handles them: an ACK that came before a request completes its send
     // WQE before the request's receive completes. The peer sends the ACK of
