@@ -151,6 +151,7 @@ struct OxeModule {
     // Then the wire's receive queue, once no socket is left to feed it.
     _net: ffi::net::Net,
     _wq: wq::Wq,
+    _help_stats: Option<wq::HelpStats>,
 }
 
 impl kernel::Module for OxeModule {
@@ -164,6 +165,7 @@ impl kernel::Module for OxeModule {
             _link: link,
             _net: net,
             _wq: wq,
+            _help_stats: wq::HelpStats::create(),
         })
     }
 }

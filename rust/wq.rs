@@ -141,13 +141,15 @@ struct Shared<F> {
 }
 
 impl<F: Fn(u32) -> bool + Sync> Shared<F> {
-    /// Takes pieces until none is left.
-    fn work(&self) {
+    /// Takes pieces until none is left; how many it took.
+    fn work(&self) -> u64 {
+        let mut took = 0;
         loop {
             let i = self.next.fetch_add(1, ordering::Relaxed);
             if i >= self.n {
-                break;
+                break took;
             }
+            took += 1;
             if !(self.f)(i) {
                 self.failed.store(true, ordering::Relaxed);
             }
@@ -163,9 +165,41 @@ impl<F: Fn(u32) -> bool + Sync> Shared<F> {
     unsafe extern "C" fn run(job: *mut b::oxe_help_job) {
         // SAFETY: per the function's contract; `job` is the first field of a `repr(C)` struct.
         let s = unsafe { &*job.cast::<Self>() };
-        s.work();
+        HELP_PIECES.fetch_add(s.work(), ordering::Relaxed);
         // Last touch: `share` may return as soon as it sees this.
         s.done.store(true, ordering::Release);
+    }
+}
+
+/// How the helper is used, for debugfs `oxe/help`: copies offered to a
+/// helper, copies that had a helper CPU but went alone (several flows,
+/// `help::worth_helper`), and the pieces the helpers took.
+static HELP_OFFERED: Atomic<u64> = Atomic::new(0);
+static HELP_ALONE: Atomic<u64> = Atomic::new(0);
+static HELP_PIECES: Atomic<u64> = Atomic::new(0);
+
+/// debugfs `oxe/help`, while the module is loaded: the counts above, so
+/// that tests and profiles see what the flow rule decided.
+pub(crate) struct HelpStats {
+    _file: Pin<KBox<kernel::debugfs::File<()>>>,
+    _dir: kernel::debugfs::Dir,
+}
+
+impl HelpStats {
+    /// None if debugfs has no room for it: nothing depends on it.
+    pub(crate) fn create() -> Option<HelpStats> {
+        let dir = kernel::debugfs::Dir::new(c"oxe");
+        let file = dir.read_callback_file(c"help", (), &|(): &(), f| {
+            let v = |c: &Atomic<u64>| c.load(ordering::Relaxed);
+            writeln!(f, "offered {}", v(&HELP_OFFERED))?;
+            writeln!(f, "alone {}", v(&HELP_ALONE))?;
+            writeln!(f, "pieces_helped {}", v(&HELP_PIECES))
+        });
+        let file = KBox::pin_init(file, GFP_KERNEL).ok()?;
+        Some(HelpStats {
+            _file: file,
+            _dir: dir,
+        })
     }
 }
 
@@ -221,6 +255,7 @@ pub(crate) fn share<F: Fn(u32) -> bool + Sync>(n: u32, f: F) -> bool {
         unsafe { b::oxe_help_cpu() }
     };
     let cpu = if cpu >= 0 && !crate::help::worth_helper(n, one_flow()) {
+        HELP_ALONE.fetch_add(1, ordering::Relaxed);
         -1
     } else {
         cpu
@@ -238,6 +273,9 @@ pub(crate) fn share<F: Fn(u32) -> bool + Sync>(n: u32, f: F) -> bool {
     let job = ptr::from_ref(&s.job).cast_mut();
     // SAFETY: a live workqueue (module exit comes after every QP is gone) and an online CPU; `s` is not moved and outlives the helper's use of it: withdrawn, or waited for below.
     let offered = cpu >= 0 && unsafe { b::oxe_help_offer(wq, cpu, job) };
+    if offered {
+        HELP_OFFERED.fetch_add(1, ordering::Relaxed);
+    }
     s.work();
     // SAFETY: the job offered above.
     if offered && !unsafe { b::oxe_help_withdraw(cpu, job) } {
