@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Builds rdma_oxe.ko against the cached kernel. With --clippy, the Rust crate
-# goes through clippy too, and any warning fails the build.
+# goes through clippy too, and any warning fails the build; the module is then
+# built again without it, since clippy-driver compiles with MIR optimisations
+# off (4 KB more text): the module tested is the one `make run` and the
+# benchmarks load.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 kdir=${KDIR:-$("$OXE_ROOT/scripts/build-kernel.sh")}
@@ -30,6 +33,14 @@ if grep -q 'warning' "$log"; then
 	cat "$log" >&2
 	rm -f "$log"
 	die "module build has warnings"
+fi
+if [[ ${1:-} == --clippy ]]; then
+	rm -f "$OXE_ROOT/rust/oxe.o"
+	if ! make -C "$kdir" M="$OXE_ROOT" "${extra[@]:1}" modules >"$log" 2>&1; then
+		cat "$log" >&2
+		rm -f "$log"
+		die "module build failed"
+	fi
 fi
 rm -f "$log"
 ls "$OXE_ROOT/rdma_oxe.ko"
