@@ -65,6 +65,10 @@ esac >"$out/result.txt"
 {
 	echo "## by command and CPU"
 	perf report -i /tmp/prof.data --stdio --no-children --sort comm,cpu -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -20
+	# Where each command's time goes: its own code and libraries, the
+	# kernel's, oxe's (a poster's system calls are its own command's).
+	echo "## by command and object"
+	perf report -i /tmp/prof.data --stdio --no-children --sort comm,dso -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -20
 	echo "## by symbol"
 	perf report -i /tmp/prof.data --stdio --no-children --sort dso,sym -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -50
 	echo "## kernel workers, by symbol"
