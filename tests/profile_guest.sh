@@ -3,7 +3,8 @@
 # reference boot), profiled in its steady state. Server and client run on
 # the device; once the client has run for OXE_PROF_WARM seconds:
 #   - perf record -a -g (cpu-clock) for OXE_PROF_SECS seconds, reported by
-#     symbol, by command and CPU, and for the kernel workers alone;
+#     command and CPU, by command and object, by symbol, and for the kernel
+#     workers alone;
 #   - then, with OXE_PROF_TRACE, an ftrace window (the first
 #     OXE_PROF_TRACE_KB KiB of events per CPU, about a second) of the workqueue and
 #     scheduler events (trace.txt), which scripts/trace_summary.py turns into
@@ -29,17 +30,15 @@ case $tool in
 *) run="-D $dur" ;;
 esac
 out=$OXE_OUT
-timeout $((dur + 60)) "$tool" -d $dev -F -p 19700 $run "$@" >"$out/server.txt" 2>&1 &
-srv=$!
-i=0
-while ! ss -ltn | grep -q ':19700 ' && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
-timeout $((dur + 60)) "$tool" -d $dev -F -p 19700 $run "$@" 10.77.0.1 >"$out/client.txt" 2>&1 &
-cli=$!
-sleep "$warm"
-perf record -q -e cpu-clock -a -g -o /tmp/prof.data -- sleep "$secs" >/dev/null 2>&1
+# The trace's events are enabled before the case starts, with the ring
+# buffer off: enabling one patches kernel text (its static key and call
+# site), and a guest oopsed once on a stale int3 in __schedule when that
+# patching ran in the middle of the load (stop 47, sched_switch; TCG). The
+# window is then chosen with tracing_on alone, which patches nothing.
+T=/sys/kernel/tracing
 if [ -n "${OXE_PROF_TRACE:-}" ]; then
-	T=/sys/kernel/tracing
 	mountpoint -q $T || mount -t tracefs nodev $T
+	echo 0 >$T/tracing_on
 	# Events from the start until the buffer is full (not the last ones):
 	# the window then begins with this script's own fork of `sleep`, and
 	# goes on with the case alone.
@@ -49,6 +48,17 @@ if [ -n "${OXE_PROF_TRACE:-}" ]; then
 		workqueue/workqueue_execute_end sched/sched_switch sched/sched_wakeup; do
 		echo 1 >$T/events/$e/enable
 	done
+	echo >$T/trace
+fi
+timeout $((dur + 60)) "$tool" -d $dev -F -p 19700 $run "$@" >"$out/server.txt" 2>&1 &
+srv=$!
+i=0
+while ! ss -ltn | grep -q ':19700 ' && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+timeout $((dur + 60)) "$tool" -d $dev -F -p 19700 $run "$@" 10.77.0.1 >"$out/client.txt" 2>&1 &
+cli=$!
+sleep "$warm"
+perf record -q -e cpu-clock -a -g -o /tmp/prof.data -- sleep "$secs" >/dev/null 2>&1
+if [ -n "${OXE_PROF_TRACE:-}" ]; then
 	echo 1 >$T/tracing_on
 	sleep 1
 	echo 0 >$T/tracing_on
