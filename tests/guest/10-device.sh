@@ -4,7 +4,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 ktap_print_header
-ktap_set_plan 33
+ktap_set_plan 34
 
 # --- module
 check "module loads" oxe_load
@@ -12,6 +12,12 @@ check "module unloads" oxe_unload
 ok=true
 for i in 1 2 3 4 5; do oxe_load && oxe_unload || ok=false; done
 check "module load/unload 5 times" $ok
+# debugfs oxe/help (the helper's counts) lives as long as the module: a file
+# left behind would call into freed module text when read.
+[ -d /sys/kernel/debug/tracing ] || mount -t debugfs none /sys/kernel/debug 2>/dev/null
+check "debugfs oxe/help comes with the module and goes with it" sh -c \
+	'modprobe rdma_oxe && grep -q "^offered [0-9]" /sys/kernel/debug/oxe/help &&
+	 modprobe -r rdma_oxe && ! [ -e /sys/kernel/debug/oxe ]'
 # A parameter out of its range is refused, not taken for another value.
 check "icrc=3 is refused (EINVAL, a message), then a plain load works" sh -c \
 	'! modprobe rdma_oxe icrc=3 2>/dev/null && ! [ -d /sys/module/rdma_oxe ] &&
