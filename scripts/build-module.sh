@@ -7,8 +7,9 @@
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 kdir=${KDIR:-$("$OXE_ROOT/scripts/build-kernel.sh")}
+clippy=false
+[[ ${1:-} == --clippy ]] && clippy=true
 extra=()
-[[ ${1:-} == --clippy ]] && extra=(CLIPPY=1)
 # The kernel's own toolchain flags (LLVM=-19 for the debug flavour).
 if [[ -s $kdir/.oxe-make-flags ]]; then
 	read -ra flags <"$kdir/.oxe-make-flags"
@@ -22,25 +23,20 @@ if [[ $(cat "$stamp" 2>/dev/null) != "$kdir" ]]; then
 	echo "$kdir" >"$stamp"
 fi
 log=$(mktemp)
-# The crate is rebuilt as a whole; a stale object would skip clippy.
-rm -f "$OXE_ROOT/rust/oxe.o"
-if ! make -C "$kdir" M="$OXE_ROOT" "${extra[@]}" modules >"$log" 2>&1; then
-	cat "$log" >&2
-	rm -f "$log"
-	die "module build failed"
-fi
-if grep -q 'warning' "$log"; then
-	cat "$log" >&2
-	rm -f "$log"
-	die "module build has warnings"
-fi
-if [[ ${1:-} == --clippy ]]; then
+trap 'rm -f "$log"' EXIT
+# build [MAKE ARGS...]: the crate rebuilt as a whole (a stale object would
+# skip clippy); a warning fails it.
+build() {
 	rm -f "$OXE_ROOT/rust/oxe.o"
-	if ! make -C "$kdir" M="$OXE_ROOT" "${extra[@]:1}" modules >"$log" 2>&1; then
+	make -C "$kdir" M="$OXE_ROOT" "${extra[@]}" "$@" modules >"$log" 2>&1 ||
+		{ cat "$log" >&2; die "module build failed"; }
+	if grep -q 'warning' "$log"; then
 		cat "$log" >&2
-		rm -f "$log"
-		die "module build failed"
+		die "module build has warnings"
 	fi
+}
+if $clippy; then
+	build CLIPPY=1
 fi
-rm -f "$log"
+build
 ls "$OXE_ROOT/rdma_oxe.ko"

@@ -14,7 +14,6 @@ for i in 1 2 3 4 5; do oxe_load && oxe_unload || ok=false; done
 check "module load/unload 5 times" $ok
 # debugfs oxe/help (the helper's counts) lives as long as the module: a file
 # left behind would call into freed module text when read.
-[ -d /sys/kernel/debug/tracing ] || mount -t debugfs none /sys/kernel/debug 2>/dev/null
 check "debugfs oxe/help comes with the module and goes with it" sh -c \
 	'modprobe rdma_oxe && grep -q "^offered [0-9]" /sys/kernel/debug/oxe/help &&
 	 modprobe -r rdma_oxe && ! [ -e /sys/kernel/debug/oxe ]'
