@@ -48,7 +48,7 @@ done
 gid_opt() { echo "-g $1"; }
 check "between namespaces: ibv_rc_pingpong --chk, 64 KiB x 40" pair ibv_rc_pingpong -s 65536 -n 40 -c
 check "between namespaces: ibv_rc_pingpong --chk, 1 B x 500" pair ibv_rc_pingpong -s 1 -n 500 -c
-check "between namespaces: xfer_check, every byte both ways, 64 KiB x 100" pair tests/bin/xfer_check -s 65536 -n 100
+check "between namespaces: xfer_check, every byte both ways, 64 KiB x 50" pair tests/bin/xfer_check -s 65536 -n 50
 check "between namespaces: UC, ibv_uc_pingpong --chk, 4 KiB x 200" pair ibv_uc_pingpong -s 4096 -n 200 -c
 check "between namespaces: UD, ibv_ud_pingpong --chk, 1000 B x 200" pair ibv_ud_pingpong -s 1000 -n 200 -c
 # rdma_cm between the namespaces: its MADs on each device's QP1, over the
