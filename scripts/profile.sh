@@ -38,4 +38,7 @@ if [[ -n $trace && -s $out/trace.txt ]]; then
 	echo "## timeline (ftrace)"
 	"$OXE_ROOT/scripts/trace_summary.py" "$out/trace.txt"
 fi
+# A window the case did not fill is no steady state.
+cat "$out/ended.txt" 2>/dev/null
+grep -h '^# the case ended' "$out/trace.txt" 2>/dev/null
 log "results in $out"

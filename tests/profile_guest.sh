@@ -2,14 +2,14 @@
 # make profile, in the guest: one perftest case on oxe0 (or rxe0 in the
 # reference boot), profiled in its steady state. Server and client run on
 # the device; once the client has run for OXE_PROF_WARM seconds:
-#   - perf record -a -g (cpu-clock) for OXE_PROF_SECS seconds, reported by
-#     command and CPU, by command and object, by symbol, and for the kernel
-#     workers alone;
-#   - then, with OXE_PROF_TRACE, an ftrace window (the first
+#   - with OXE_PROF_TRACE, an ftrace window (the first
 #     OXE_PROF_TRACE_KB KiB of events per CPU, about a second) of the workqueue and
 #     scheduler events (trace.txt), which scripts/trace_summary.py turns into
 #     a timeline summary: each CPU's busy and idle time, how long each task's
-#     turns took, and who queued which task on which CPU.
+#     turns took, and who queued which task on which CPU;
+#   - then perf record -a -g (cpu-clock) for OXE_PROF_SECS seconds, reported
+#     by command and CPU, by command and object, by symbol, and for the
+#     kernel workers alone.
 # Results go to $OXE_OUT (perf.txt, trace.txt, result.txt).
 # Usage: profile_guest.sh TOOL ARGS... (perftest's, without -d, -p and the
 # server's address).
@@ -57,13 +57,18 @@ while ! ss -ltn | grep -q ':19700 ' && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)
 timeout $((dur + 60)) "$tool" -d $dev -F -p 19700 $run "$@" 10.77.0.1 >"$out/client.txt" 2>&1 &
 cli=$!
 sleep "$warm"
-perf record -q -e cpu-clock -a -g -o /tmp/prof.data -- sleep "$secs" >/dev/null 2>&1
+# The trace's window comes first, while the case surely runs: perf record
+# takes seconds of its own to finish under TCG, and a window after it once
+# took in the case's end (its CPUs idle half the window; stop 48).
 if [ -n "${OXE_PROF_TRACE:-}" ]; then
 	echo 1 >$T/tracing_on
 	sleep 1
 	echo 0 >$T/tracing_on
 	cat $T/trace >"$out/trace.txt"
+	kill -0 $cli 2>/dev/null || echo "# the case ended inside the trace's window: its timeline is not steady state" >>"$out/trace.txt"
 fi
+perf record -q -e cpu-clock -a -g -o /tmp/prof.data -- sleep "$secs" >/dev/null 2>&1
+kill -0 $cli 2>/dev/null || echo "# the case ended inside the profile's window" >"$out/ended.txt"
 # A latency test is stopped here; a bandwidth test ends by itself.
 case $tool in *_lat) kill $cli $srv 2>/dev/null ;; esac
 wait $cli
