@@ -39,6 +39,5 @@ if [[ -n $trace && -s $out/trace.txt ]]; then
 	"$OXE_ROOT/scripts/trace_summary.py" "$out/trace.txt"
 fi
 # A window the case did not fill is no steady state.
-cat "$out/ended.txt" 2>/dev/null
-grep -h '^# the case ended' "$out/trace.txt" 2>/dev/null
+[[ ! -f $out/ended.txt ]] || cat "$out/ended.txt"
 log "results in $out"

@@ -23,8 +23,10 @@ tool=$1
 shift
 secs=${OXE_PROF_SECS:-2}
 warm=${OXE_PROF_WARM:-3}
-# Long enough to cover the warm-up, the profile and the trace.
-dur=$((warm + secs + 6))
+# Long enough to cover the warm-up, the trace and the profile, with the
+# seconds perf record takes to start under TCG (less and the profile took
+# in the case's end, stop 48).
+dur=$((warm + secs + 15))
 case $tool in
 *_lat) run="-n 1000000" ;;
 *) run="-D $dur" ;;
@@ -57,18 +59,19 @@ while ! ss -ltn | grep -q ':19700 ' && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)
 timeout $((dur + 60)) "$tool" -d $dev -F -p 19700 $run "$@" 10.77.0.1 >"$out/client.txt" 2>&1 &
 cli=$!
 sleep "$warm"
-# The trace's window comes first, while the case surely runs: perf record
-# takes seconds of its own to finish under TCG, and a window after it once
-# took in the case's end (its CPUs idle half the window; stop 48).
+# Both windows while the case surely runs: the trace's first, then perf's
+# at once, and only then the slow parts (perf record's own finish, reading
+# the trace out), which once pushed a window past the case's end (its CPUs
+# idle half the window; stop 48).
 if [ -n "${OXE_PROF_TRACE:-}" ]; then
 	echo 1 >$T/tracing_on
 	sleep 1
 	echo 0 >$T/tracing_on
-	cat $T/trace >"$out/trace.txt"
-	kill -0 $cli 2>/dev/null || echo "# the case ended inside the trace's window: its timeline is not steady state" >>"$out/trace.txt"
+	kill -0 $cli 2>/dev/null || echo "# the case ended inside the trace's window: its timeline is not steady state" >"$out/ended.txt"
 fi
 perf record -q -e cpu-clock -a -g -o /tmp/prof.data -- sleep "$secs" >/dev/null 2>&1
-kill -0 $cli 2>/dev/null || echo "# the case ended inside the profile's window" >"$out/ended.txt"
+kill -0 $cli 2>/dev/null || echo "# the case ended inside the profile's window" >>"$out/ended.txt"
+[ -z "${OXE_PROF_TRACE:-}" ] || cat $T/trace >"$out/trace.txt"
 # A latency test is stopped here; a bandwidth test ends by itself.
 case $tool in *_lat) kill $cli $srv 2>/dev/null ;; esac
 wait $cli
