@@ -22,7 +22,7 @@ set -uo pipefail
 # and `make run` use.
 suite_flavour() {
 	case $1 in
-	40-perftest | 46-wire-dp | 47-link) echo plain ;;
+	40-perftest | 46-wire-dp | 47-link | 48-profile) echo plain ;;
 	*) echo kasan ;;
 	esac
 }
