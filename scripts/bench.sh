@@ -5,7 +5,10 @@
 # the floors, reg+dereg, and perftest at three sizes with one and four QPs,
 # atomics and latencies, and in oxe's boot the perftests again with every
 # packet through the RoCEv2 path (wire_loopback=1, like-for-like with rxe's
-# loopback). scripts/bench_report.py then prints medians, oxe/rxe, the
+# loopback). Then PAIR_ROUNDS rounds (default ROUNDS; PAIR=0: none) of the
+# two-guest link, oxe<->oxe then rxe<->rxe (scripts/two-guests.sh's
+# benchmark list: the link's ceilings and the seven perftests with their
+# defaults). scripts/bench_report.py then prints medians, oxe/rxe, the
 # spread between rounds and the goals of issue 14, and writes CSV, JSON and
 # PNG plots (gnuplot) to OUT (default out/bench).
 # BENCH_UPDATE=1 also puts the table and plots into BENCHMARKS.md and
@@ -26,6 +29,16 @@ else
 	raw=$(mktemp -d /tmp/oxe-bench.XXXXXX)
 	t0=$(date +%s)
 	bench_boots "$raw" "$rounds" --wire tests/bench_guest.sh
+	if [[ ${PAIR:-1} != 0 ]]; then
+		for r in $(seq 1 "${PAIR_ROUNDS:-$rounds}"); do
+			for drv in oxe rxe; do
+				log "round $r: $drv<->$drv, two guests"
+				OXE_PAIR_BENCH=1 OXE_PAIR_OUT=$raw/pair-$drv-$r "$OXE_ROOT/scripts/two-guests.sh" $drv $drv \
+					>"$raw/pair-$drv-$r.log" 2>&1 || log "round $r: $drv<->$drv: a case failed ($raw/pair-$drv-$r.log)"
+				cp "$raw/pair-$drv-$r/b/bench.txt" "$raw/pair-$drv-$r.txt" 2>/dev/null || : >"$raw/pair-$drv-$r.txt"
+			done
+		done
+	fi
 	log "benchmark boots took $(($(date +%s) - t0)) s"
 fi
 args=("$raw" "$out")

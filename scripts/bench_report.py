@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """make bench's report: medians over the rounds of scripts/bench.sh's raw
-results (RAW/oxe-N.txt, RAW/rxe-N.txt), oxe/rxe, the floors, the spread
-between rounds and issue 14's goals. Writes OUT/bench.csv, OUT/bench.json,
+results (RAW/oxe-N.txt, RAW/rxe-N.txt, and the two-guest link's
+RAW/pair-oxe-N.txt, RAW/pair-rxe-N.txt), oxe/rxe, the floors, the spread
+between rounds and the goals of issues 14 and 11. Writes OUT/bench.csv, OUT/bench.json,
 OUT/table.md and, with gnuplot, OUT/bw.png, OUT/reg.png, OUT/ratio.png.
 
 Usage: bench_report.py RAW OUT [--update REPO]
@@ -38,6 +39,19 @@ def load(raw):
             vals.setdefault(fig, {}).setdefault(col, []).append(v)
             unit[fig] = u
 
+    for path in sorted(glob.glob(os.path.join(raw, "pair-*-*.txt"))):
+        # The two-guest link (two-guests.sh's benchmark list): oxe<->oxe or
+        # rxe<->rxe; the link's own ceilings are the floors.
+        m = re.match(r"pair-(oxe|rxe)-(\d+)\.txt$", os.path.basename(path))
+        if not m:
+            continue
+        for line in open(path):
+            f = line.split()
+            try:
+                if len(f) >= 4 and f[0] == "pt":
+                    add(f"pair/{f[1]}", "floor" if f[1].startswith("link_") else m.group(1), float(f[2]), f[3])
+            except ValueError:
+                continue
     for path in sorted(glob.glob(os.path.join(raw, "*-*.txt"))):
         m = re.match(r"(oxe|rxe)-(\d+)\.txt$", os.path.basename(path))
         if not m:
@@ -130,7 +144,22 @@ def rows(vals, unit):
         fig = f"ib_{op}_lat/2"
         out.append(("latency", fig, f"ib_{op}_lat 2 B", unit.get(fig, "us"), med(vals, fig, "oxe"),
                     med(vals, fig, "wire"), med(vals, fig, "rxe"), None))
+    sec = PAIR_SECTION
+    for t in ("ib_write_bw", "ib_read_bw", "ib_send_bw", "ib_atomic_bw", "ib_write_lat", "ib_read_lat",
+              "ib_send_lat"):
+        fig = f"pair/{t}"
+        if fig not in vals:
+            continue
+        floor = {"ib_atomic_bw": "pair/link_rr"}.get(t, "pair/link_udp") if t.endswith("_bw") else None
+        out.append((sec, fig, t + ("" if t.endswith("_bw") else " 2 B"),
+                    unit.get(fig, "us"), med(vals, fig, "oxe"), None, med(vals, fig, "rxe"),
+                    floor and med(vals, floor, "floor")))
     return out
+
+
+PAIR_SECTION = ("two guests, oxe<->oxe against rxe<->rxe: perftest's defaults (64 KiB), one vCPU each, a private QEMU link; "
+                "floor: the link's ceiling, 1056-byte UDP datagrams one way or 128 atomic-sized "
+                "requests in flight")
 
 
 def goals(vals):
@@ -174,6 +203,15 @@ def goals(vals):
         po, px = med(vals, pd, "oxe"), med(vals, pd, "rxe")
         share = ratio(o - po, x - px) if None not in (o, x, po, px) and x > px and o > po else None
     add("reg+dereg 4 KiB, driver's share (minus alloc_pd+dealloc_pd) oxe/rxe", share, 0.25, False)
+    if any(k.startswith("pair/ib_") for k in vals):
+        for target, who in ((1.5, "issue 11"), (2.0, "issue 14")):
+            for op in ("write", "read", "send"):
+                fig = f"pair/ib_{op}_bw"
+                add(f"two guests: ib_{op}_bw oxe/rxe ({who})", ratio(med(vals, fig, "oxe"), med(vals, fig, "rxe")),
+                    target, True)
+        for op in ("write", "read", "send"):
+            fig = f"pair/ib_{op}_lat"
+            add(f"two guests: ib_{op}_lat oxe/rxe", ratio(med(vals, fig, "oxe"), med(vals, fig, "rxe")), 1.0, False)
     return g
 
 
@@ -193,7 +231,7 @@ def table(rs, g, vals, nrounds):
         lines.append(f"| {label} | {u} | {fmt(o)} | {fmt(w)} | {fmt(x)} | {fmt(ratio(o, x), 2)} | "
                      f"{fmt(ratio(w, x), 2)} | {fmt(fl)} | {fmt(ratio(o, fl), 2)} | "
                      f"{'-' if sp is None else f'{sp:.0f}%'} |")
-    lines += ["", "**goals (issue 14)**", "", "| goal | measured | target | met |", "|---|---|---|---|"]
+    lines += ["", "**goals (issue 14; two guests also issue 11)**", "", "| goal | measured | target | met |", "|---|---|---|---|"]
     for name, v, target, higher, met in g:
         lines.append(f"| {name} | {fmt(v, 2)} | {'>=' if higher else '<='} {target} | "
                      f"{'-' if met is None else 'yes' if met else 'no'} |")
@@ -229,7 +267,8 @@ def plots(out, vals, unit):
                 continue
             r = ratio(o, x)
             if r:
-                f.write(f"\"{label}\" {1 / r if u == 'us' else r}\n")
+                lab = f"2 guests: {label}" if fig.startswith("pair/") else label
+                f.write(f"\"{lab}\" {1 / r if u == 'us' else r}\n")
     gp = f"""
 set terminal pngcairo size 1500,450 font ",10" noenhanced
 set output "{out}/bw.png"
