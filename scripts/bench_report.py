@@ -6,6 +6,7 @@ between rounds and the goals of issues 14 and 11. Writes OUT/bench.csv, OUT/benc
 OUT/table.md and, with gnuplot, OUT/bw.png, OUT/reg.png, OUT/ratio.png.
 
 Usage: bench_report.py RAW OUT [--update REPO]
+       bench_report.py --self-test
 """
 import csv
 import glob
@@ -320,7 +321,67 @@ plot "{out}/ratio.dat" using 0:2:xtic(1) with boxes, 1 w l lc rgb "black" dt 2
     return [os.path.join(out, p) for p in ("bw.png", "reg.png", "ratio.png")]
 
 
+def self_test():
+    """Loopback and two-guest raw files side by side: each kind is read by
+    its own loader (a pair file is not a loopback round), the pair's rows
+    take medians, oxe/rxe and the link's ceilings as floors, its goals
+    appear, and a pair run that produced nothing (an empty file) is left
+    out rather than fatal. Returns the failures."""
+    import tempfile
+    files = {
+        "oxe-1.txt": "floor memcpy 65536 3000\npt ib_write_bw/65536/q1 1500 MB/s\npt ib_write_lat/2 20 us\n",
+        "oxe-2.txt": "floor memcpy 65536 3400\npt ib_write_bw/65536/q1 1700 MB/s\npt ib_write_lat/2 22 us\n",
+        "rxe-1.txt": "pt ib_write_bw/65536/q1 50 MB/s\npt ib_write_lat/2 30 us\n",
+        "rxe-2.txt": "pt ib_write_bw/65536/q1 70 MB/s\npt ib_write_lat/2 34 us\n",
+        "pair-oxe-1.txt": "pt link_udp 50 MB/s\npt link_rr 0.02 Mpps\npt ib_write_bw 30 MB/s\n"
+                          "pt ib_atomic_bw 0.015 Mpps\npt ib_read_lat 400 us\n",
+        "pair-oxe-2.txt": "",
+        "pair-rxe-1.txt": "pt link_udp 54 MB/s\npt link_rr 0.018 Mpps\npt ib_write_bw 20 MB/s\n"
+                          "pt ib_atomic_bw 0.016 Mpps\npt ib_read_lat 500 us\n",
+        "pair-rxe-2.txt": "pt link_udp 52 MB/s\npt ib_write_bw 24 MB/s\npt ib_read_lat 420 us\n",
+    }
+    bad = []
+    with tempfile.TemporaryDirectory() as d:
+        for name, text in files.items():
+            with open(os.path.join(d, name), "w") as f:
+                f.write(text)
+        vals, unit, nrounds = load(d)
+        rs = {r[1]: r for r in rows(vals, unit)}
+        g = {x[0]: x for x in goals(vals)}
+
+    def want(what, got, exp):
+        if got is None or abs(got - exp) > 1e-6 * max(1, abs(exp)):
+            bad.append(f"{what}: {got}, want {exp}")
+
+    if nrounds != 2:
+        bad.append(f"loopback rounds: {nrounds}, want 2")
+    if "ib_write_bw" in vals or "link_udp" in vals:
+        bad.append("a pair figure read as a loopback one")
+    want("loopback WRITE oxe", rs["ib_write_bw/65536/q1"][4], 1600)
+    want("loopback WRITE floor", rs["ib_write_bw/65536/q1"][7], 3200)
+    r = rs.get("pair/ib_write_bw")
+    if not r or not r[0].startswith("two guests"):
+        bad.append(f"pair WRITE row: {r}")
+    else:
+        want("pair WRITE oxe", r[4], 30)
+        want("pair WRITE rxe", r[6], 22)
+        want("pair WRITE floor (the link's ceiling)", r[7], 52)
+        want("pair atomics floor (the transaction ceiling)", rs["pair/ib_atomic_bw"][7], 0.019)
+        if rs["pair/ib_read_lat"][7] is not None:
+            bad.append("a latency row with a floor")
+    want("goal: pair WRITE (issue 11)", g.get("two guests: ib_write_bw oxe/rxe (issue 11)", (0, None))[1], 30 / 22)
+    want("goal: pair read_lat", g.get("two guests: ib_read_lat oxe/rxe", (0, None))[1], 400 / 460)
+    if g.get("two guests: ib_write_bw oxe/rxe (issue 14)", (0, 0, 0, 0, None))[4] is not False:
+        bad.append("pair WRITE 1.36x should miss issue 14's 2x")
+    return bad
+
+
 def main():
+    if sys.argv[1:] == ["--self-test"]:
+        bad = self_test()
+        for b in bad:
+            print(b)
+        sys.exit(1 if bad else 0)
     raw, out = sys.argv[1], sys.argv[2]
     update = sys.argv[4] if len(sys.argv) > 4 and sys.argv[3] == "--update" else None
     os.makedirs(out, exist_ok=True)

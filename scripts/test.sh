@@ -87,6 +87,13 @@ else
 	echo "$pc" | sed 's/^/# /'
 	result fail "pyverbs comparison: a line per test, rxe's outcome or not"
 fi
+# make bench's report reads loopback and two-guest results apart.
+if br=$(python3 "$OXE_ROOT/scripts/bench_report.py" --self-test 2>&1); then
+	result ok "bench report: loopback and two-guest rounds, floors and goals"
+else
+	echo "$br" | sed 's/^/# /'
+	result fail "bench report: loopback and two-guest rounds, floors and goals"
+fi
 if deps=$("$OXE_ROOT/scripts/deps.sh" 2>&1); then
 	result ok "module dependencies point one way (scripts/deps.sh)"
 else
