@@ -305,7 +305,7 @@ set terminal pngcairo size 1000,500 font ",10" noenhanced
 set output "{out}/ratio.png"
 unset logscale x
 unset xlabel
-set ylabel "oxe's advantage over rxe (x, log scale)"
+set ylabel "oxe better by (x, log)"
 set title "oxe against rdma_rxe: rates oxe/rxe, times rxe/oxe (above 1: oxe better)"
 set logscale y
 set style fill solid 0.6
