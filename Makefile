@@ -62,7 +62,9 @@ test:
 	scripts/test.sh
 
 # Everything oxe claims about speed, against rdma_rxe and the floors, in one
-# run: a table, CSV and JSON, and plots (ROUNDS=N alternating boots each).
+# run: a table, CSV and JSON, and plots (ROUNDS=N alternating boots each;
+# then as many rounds of two guests, oxe<->oxe against rxe<->rxe: PAIR=0
+# skips them, PAIR_ROUNDS=N sets their number).
 bench:
 	scripts/bench.sh
 
