@@ -17,14 +17,7 @@ mode=${1:-loopback}
 out=$(mktemp -d /tmp/oxe-bench.XXXXXX)
 if [[ $mode == pair ]]; then
 	"$OXE_ROOT/scripts/setup.sh"
-	for r in $(seq 1 "$rounds"); do
-		for drv in oxe rxe; do
-			log "round $r: $drv<->$drv"
-			OXE_PAIR_BENCH=1 OXE_PAIR_OUT=$out/$drv-$r "$OXE_ROOT/scripts/two-guests.sh" $drv $drv \
-				>"$out/$drv-$r.log" 2>&1 || log "round $r: $drv: a case failed ($out/$drv-$r.log)"
-			cp "$out/$drv-$r/b/bench.txt" "$out/$drv-$r.txt" 2>/dev/null || : >"$out/$drv-$r.txt"
-		done
-	done
+	pair_boots "$out" "$rounds" ""
 else
 	bench_boots "$out" "$rounds" --wire tests/perftest_bench.sh
 fi

@@ -29,16 +29,7 @@ else
 	raw=$(mktemp -d /tmp/oxe-bench.XXXXXX)
 	t0=$(date +%s)
 	bench_boots "$raw" "$rounds" --wire tests/bench_guest.sh
-	if [[ ${PAIR:-1} != 0 ]]; then
-		for r in $(seq 1 "${PAIR_ROUNDS:-$rounds}"); do
-			for drv in oxe rxe; do
-				log "round $r: $drv<->$drv, two guests"
-				OXE_PAIR_BENCH=1 OXE_PAIR_OUT=$raw/pair-$drv-$r "$OXE_ROOT/scripts/two-guests.sh" $drv $drv \
-					>"$raw/pair-$drv-$r.log" 2>&1 || log "round $r: $drv<->$drv: a case failed ($raw/pair-$drv-$r.log)"
-				cp "$raw/pair-$drv-$r/b/bench.txt" "$raw/pair-$drv-$r.txt" 2>/dev/null || : >"$raw/pair-$drv-$r.txt"
-			done
-		done
-	fi
+	[[ ${PAIR:-1} == 0 ]] || pair_boots "$raw" "${PAIR_ROUNDS:-$rounds}" pair-
 	log "benchmark boots took $(($(date +%s) - t0)) s"
 fi
 args=("$raw" "$out")

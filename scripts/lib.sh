@@ -39,3 +39,18 @@ bench_boots() {
 		done
 	done
 }
+
+# pair_boots OUT ROUNDS PREFIX: ROUNDS rounds of two guests on a private link
+# (two-guests.sh's benchmark list), oxe<->oxe then rxe<->rxe; keeps guest B's
+# figures as OUT/PREFIX<driver>-<round>.txt (empty if the run gave none).
+pair_boots() {
+	local out=$1 rounds=$2 pre=$3 r drv
+	for r in $(seq 1 "$rounds"); do
+		for drv in oxe rxe; do
+			log "round $r: $drv<->$drv, two guests"
+			OXE_PAIR_BENCH=1 OXE_PAIR_OUT=$out/$pre$drv-$r "$OXE_ROOT/scripts/two-guests.sh" $drv $drv \
+				>"$out/$pre$drv-$r.log" 2>&1 || log "round $r: $drv<->$drv: a case failed ($out/$pre$drv-$r.log)"
+			cp "$out/$pre$drv-$r/b/bench.txt" "$out/$pre$drv-$r.txt" 2>/dev/null || : >"$out/$pre$drv-$r.txt"
+		done
+	done
+}
