@@ -182,11 +182,8 @@ pingpong ibv_rc_pingpong "ibv_rc_pingpong --chk -O (implicit ODP), 64 KiB x 100"
 # client asks for, the longer its turns (7 to 1043 queueings in 2000 SENDs
 # have been seen, for 71 to 1064 turns, most on CPU 1; with away_bytes=0
 # all 2000 ran on CPU 0). A few turns run on CPU 0 by design: a send turn
-# in a worker there (a doorbell that found the SQ held queues the send
-# task) hands its packets over on its own CPU, as workers do. Stop 49 saw
-# 0 to 9 of them in 71 to 1064 turns, each queued by a worker on CPU 0
-# (scratch runs with workqueue_queue_work); a limit of 1 in 10 failed a CI
-# run at 9 in 87.
+# in a worker there hands its packets over on its own CPU, as workers do
+# (README, Chance: a limit of 1 in 10 failed a CI run at 9 in 87).
 tr=/sys/kernel/tracing
 [ -d $tr/events ] || mount -t tracefs nodev $tr
 ev=$tr/events/workqueue/workqueue_execute_start
