@@ -898,6 +898,31 @@ TEST_F(dp, modify_during_a_failure_keeps_err)
 	EXPECT_EQ(IBV_QPS_ERR, qa.qp_state) TH_LOG("the failure was overwritten by modify_qp");
 }
 
+/*
+ * Driver attribute @name of QP @qpn in `rdma -dd res show qp` (oxe's
+ * fill_res_qp_entry), or -1 if the line or the attribute is missing.
+ */
+static long qp_res(struct ibv_context *ctx, uint32_t qpn, const char *name)
+{
+	char line[2048], needle[64], attr[64];
+	long v = -1;
+	FILE *p = popen("rdma -dd res show qp 2>/dev/null", "r");
+
+	if (!p)
+		return -1;
+	snprintf(needle, sizeof(needle), "link %s/1 lqpn %u ", ibv_get_device_name(ctx->device),
+		 qpn);
+	snprintf(attr, sizeof(attr), " drv_%s ", name);
+	while (fgets(line, sizeof(line), p)) {
+		char *a = strstr(line, attr);
+
+		if (strstr(line, needle) && a)
+			v = strtol(a + strlen(attr), NULL, 10);
+	}
+	pclose(p);
+	return v;
+}
+
 TEST_F(dp, rnr_waits_for_a_receive)
 {
 	struct ibv_wc wc;
@@ -906,11 +931,45 @@ TEST_F(dp, rnr_waits_for_a_receive)
 	ASSERT_EQ(0, post(self->a.qp, IBV_WR_SEND, self->a.buf, 64, self->a.mr->lkey, 0, 0, 1));
 	usleep(20000);
 	EXPECT_EQ(0, ibv_poll_cq(self->a.cq, 1, &wc));
+	/* What `rdma -dd res show qp` tells of the stall: the SEND posted and
+	 * in flight, the peer's RQ empty. */
+	EXPECT_EQ(1, qp_res(self->ctx, self->a.qp->qp_num, "sq_posted"));
+	EXPECT_EQ(1, qp_res(self->ctx, self->a.qp->qp_num, "sq_in_flight"));
+	EXPECT_EQ(0, qp_res(self->ctx, self->b.qp->qp_num, "rq_posted"));
+	EXPECT_EQ(0, ibv_poll_cq(self->a.cq, 1, &wc));
 	ASSERT_EQ(0, post_recv(self->b.qp, self->b.buf, 64, self->b.mr->lkey, 2));
 	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
 	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
 	ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
 	EXPECT_EQ('r', self->b.buf[63]);
+}
+
+/*
+ * ibv_query_qp reports the PSNs the transport is at, as rdma_rxe and
+ * hardware do (and `rdma res show qp` prints): five WRITEs from PSN 100
+ * move the requester's sq_psn and the responder's rq_psn to 105; the
+ * other direction stays at 100.
+ */
+TEST_F(dp, query_qp_reports_the_live_psns)
+{
+	struct ibv_qp_attr attr;
+	struct ibv_qp_init_attr init;
+	struct ibv_wc wc;
+
+	for (int i = 0; i < 5; i++)
+		ASSERT_EQ(0, post(self->a.qp, IBV_WR_RDMA_WRITE, self->a.buf, 8, self->a.mr->lkey,
+				  (uintptr_t)self->b.buf, self->b.mr->rkey, i));
+	for (int i = 0; i < 5; i++) {
+		ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+		ASSERT_EQ(IBV_WC_SUCCESS, wc.status);
+	}
+	ASSERT_EQ(0, ibv_query_qp(self->a.qp, &attr, IBV_QP_SQ_PSN | IBV_QP_RQ_PSN, &init));
+	EXPECT_EQ(105, attr.sq_psn);
+	EXPECT_EQ(100, attr.rq_psn);
+	ASSERT_EQ(0, ibv_query_qp(self->b.qp, &attr, IBV_QP_SQ_PSN | IBV_QP_RQ_PSN, &init));
+	EXPECT_EQ(100, attr.sq_psn);
+	EXPECT_EQ(105, attr.rq_psn);
+	EXPECT_EQ(105, qp_res(self->ctx, self->a.qp->qp_num, "sq_una"));
 }
 
 TEST(rnr_retry_exceeded)

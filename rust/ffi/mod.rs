@@ -84,6 +84,35 @@ pub(crate) fn to_c_ptr<T>(r: Result<*mut T>) -> *mut T {
     r.unwrap_or_else(err_ptr)
 }
 
+/// `rdma res show ... -dd`: the driver's details of an object, a nest of
+/// named u64 attributes in the message being built.
+///
+/// # Safety
+///
+/// `msg` is the netlink message the core is building for the object.
+pub(crate) unsafe fn put_driver_u64s(
+    msg: *mut b::sk_buff,
+    attrs: &[(&core::ffi::CStr, u64)],
+) -> c_int {
+    // SAFETY: per the function's contract.
+    let nest = unsafe { b::oxe_nl_driver_nest_start(msg) };
+    if nest.is_null() {
+        return EMSGSIZE.to_errno();
+    }
+    for &(name, v) in attrs {
+        // SAFETY: `msg` is the message being built; the name is NUL-terminated.
+        let ret = unsafe { b::rdma_nl_put_driver_u64(msg, name.as_char_ptr(), v) };
+        if ret != 0 {
+            // SAFETY: `nest` was opened on `msg` above.
+            unsafe { b::oxe_nl_nest_cancel(msg, nest) };
+            return ret;
+        }
+    }
+    // SAFETY: as above.
+    unsafe { b::oxe_nl_nest_end(msg, nest) };
+    0
+}
+
 /// The verbs of an oxe device, for `ib_set_device_ops`.
 pub(crate) fn device_ops() -> b::ib_device_ops {
     let mut ops: b::ib_device_ops = pin_init::zeroed();
@@ -144,6 +173,7 @@ pub(crate) fn device_ops() -> b::ib_device_ops {
     ops.destroy_qp = Some(qp::destroy_qp);
     ops.post_send = Some(qp::post_send);
     ops.post_recv = Some(qp::post_recv);
+    ops.fill_res_qp_entry = Some(qp::fill_res_qp_entry);
     ops.attach_mcast = Some(qp::attach_mcast);
     ops.detach_mcast = Some(qp::detach_mcast);
     ops.size_ib_qp = size_of::<OxeQp>();

@@ -362,28 +362,14 @@ pub(super) unsafe extern "C" fn fill_res_mr_entry(
     // SAFETY: a live MR of ours.
     let mr = unsafe { from_ib::<OxeMr>(ib) };
     let (pages, entries, bytes) = mr.res_stats();
-    // SAFETY: `msg` is the message being built.
-    let nest = unsafe { b::oxe_nl_driver_nest_start(msg) };
-    if nest.is_null() {
-        return EMSGSIZE.to_errno();
-    }
-    for (name, v) in [
+    let attrs = [
         (c"pages_pinned", pages),
         (c"mtt_entries", entries),
         (c"mtt_bytes", bytes),
         (c"page_size", crate::mr::PAGE_SIZE),
-    ] {
-        // SAFETY: `msg` is the message being built; the name is NUL-terminated.
-        let ret = unsafe { b::rdma_nl_put_driver_u64(msg, name.as_char_ptr(), v) };
-        if ret != 0 {
-            // SAFETY: `nest` was opened on `msg` above.
-            unsafe { b::oxe_nl_nest_cancel(msg, nest) };
-            return ret;
-        }
-    }
-    // SAFETY: as above.
-    unsafe { b::oxe_nl_nest_end(msg, nest) };
-    0
+    ];
+    // SAFETY: `msg` is the message the core builds for this MR.
+    unsafe { super::put_driver_u64s(msg, &attrs) }
 }
 
 // An MR is found by key from any thread (the transport's tasks, any QP's

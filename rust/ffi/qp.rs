@@ -147,6 +147,20 @@ pub(super) unsafe extern "C" fn query_qp(
     0
 }
 
+/// # Safety
+///
+/// Called by the RDMA core (`rdma res show qp -dd`) for a live QP, in
+/// process context, with the message it builds for it.
+pub(super) unsafe extern "C" fn fill_res_qp_entry(
+    msg: *mut b::sk_buff,
+    ib: *mut b::ib_qp,
+) -> c_int {
+    // SAFETY: a live QP of ours.
+    let qp = unsafe { OxeQp::qp(ib) };
+    // SAFETY: `msg` is the message the core builds for this QP.
+    unsafe { super::put_driver_u64s(msg, &qp.res_details()) }
+}
+
 /// The QP and group of attach_mcast and detach_mcast.
 ///
 /// # Safety

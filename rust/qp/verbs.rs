@@ -4,6 +4,8 @@
 //! creation with rxe's shared SQ and RQ rings, the state machine
 //! (modify/query), the post_send doorbell, kernel posting and destruction.
 
+use core::ffi::CStr;
+
 use kernel::prelude::*;
 use kernel::sync::atomic::{ordering, Atomic};
 use kernel::sync::Arc;
@@ -430,8 +432,6 @@ impl Qp {
         a.path_mtu = s.mtu_enum;
         a.path_mig_state = b::ib_mig_state_IB_MIG_MIGRATED;
         a.qkey = s.qkey;
-        a.rq_psn = s.rq_psn;
-        a.sq_psn = s.sq_psn;
         a.dest_qp_num = s.dest_qpn;
         a.qp_access_flags = s.access as c_int;
         ib::as_bytes_mut(&mut a.ah_attr).copy_from_slice(&s.ah);
@@ -446,6 +446,11 @@ impl Qp {
         {
             let sq = self.sq.lock();
             let rq = self.rq.lock();
+            // Where the transport is now, as rdma_rxe and hardware report
+            // them (`rdma res show qp` prints them): the next PSN to send
+            // and the next one expected, not those modify_qp set.
+            a.sq_psn = sq.psn;
+            a.rq_psn = rq.epsn;
             a.cap.max_send_wr = sq.queue.capacity();
             // A QP on an SRQ has no receive queue of its own.
             a.cap.max_recv_wr = if self.srq.is_some() {
@@ -468,6 +473,38 @@ impl Qp {
         } else {
             b::ib_sig_type_IB_SIGNAL_REQ_WR
         };
+    }
+
+    /// `rdma res show qp -dd`: where the QP's transport stands, for a user
+    /// who wonders why a flow stalls (an empty RQ, RNR or timeout retries,
+    /// READs and atomics waiting for answers, packets not yet taken).
+    pub(crate) fn res_details(&self) -> [(&'static CStr, u64); 12] {
+        let (requests, responses) = {
+            let inbox = self.inbox.lock();
+            (inbox.requests.len(), inbox.responses.len())
+        };
+        let sq = self.sq.lock();
+        let rq = self.rq.lock();
+        // A QP on an SRQ has no receive queue of its own.
+        let rq_posted = if self.srq.is_some() {
+            0
+        } else {
+            rq.queue.posted()
+        };
+        [
+            (c"sq_posted", sq.queue.posted().into()),
+            (c"sq_in_flight", sq.inflight.len() as u64),
+            (c"sq_una", sq.una.into()),
+            (c"sq_rd_atomic", sq.rd_requests.into()),
+            (c"sq_retries", sq.retries.into()),
+            (c"sq_rnr_retries", sq.rnr_tries.into()),
+            (c"sq_rnr_wait", sq.rnr_wait.into()),
+            (c"rq_posted", rq_posted.into()),
+            (c"rq_msg_in_progress", rq.progress.is_some().into()),
+            (c"rq_nak_sent", rq.nak_sent.into()),
+            (c"inbox_requests", requests as u64),
+            (c"inbox_responses", responses as u64),
+        ]
     }
 
     /// `ibv_attach_mcast`: datagram QPs only, multicast GIDs only (IPv6
