@@ -199,6 +199,7 @@ void oxe_skb_train_add(struct sk_buff *first, struct sk_buff **last,
 int oxe_skb_train_send(struct sk_buff *first, u16 npkts);
 /* hw counters: the descriptions of @num counters (NULL if not oxe's count), one value. */
 struct rdma_hw_stats *oxe_alloc_stats(int num);
+const char *oxe_stat_name(unsigned int i);
 int oxe_netdev_mcast(struct net_device *ndev, const u8 mgid[16], bool add);
 int oxe_stats_set(struct rdma_hw_stats *stats, int i, u64 v);
 /* In Rust: a received packet, with a reference on its device; takes both. */

@@ -402,6 +402,13 @@ static const struct rdma_stat_desc oxe_stat_descs[] = {
 	{ .name = "qkey_violations" },
 };
 
+/* Counter @i's name, for a QP's own counters in `rdma res show qp -dd`;
+ * NULL past the last. */
+const char *oxe_stat_name(unsigned int i)
+{
+	return i < ARRAY_SIZE(oxe_stat_descs) ? oxe_stat_descs[i].name : NULL;
+}
+
 struct rdma_hw_stats *oxe_alloc_stats(int num)
 {
 	if (num != ARRAY_SIZE(oxe_stat_descs))

@@ -70,14 +70,14 @@ fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCache) 
                 ack_through(qp, sq, h.psn);
             }
             Some(Syndrome::Rnr(code)) => {
-                qp.stats.get().inc(Counter::RcvdRnrErr);
+                qp.count(Counter::RcvdRnrErr);
                 ack_through(qp, sq, packet::psn_add(h.psn, packet::PSN_MASK));
                 if h.psn == sq.una {
                     rnr(qp, sq, code);
                 }
             }
             Some(Syndrome::Nak(Nak::Sequence)) => {
-                qp.stats.get().inc(Counter::RcvdSeqErr);
+                qp.count(Counter::RcvdSeqErr);
                 ack_through(qp, sq, packet::psn_add(h.psn, packet::PSN_MASK));
                 // The responder expects `psn`: send again from there, unless
                 // an RNR wait will do so.
@@ -149,7 +149,7 @@ fn answer_lost(qp: &Arc<Qp>, sq: &mut SendSide, psn: u32) -> bool {
     let ahead = packet::psn_diff(psn, expected) > 0 && packet::psn_diff(psn, sent_limit(sq)) < 0;
     if ahead && sq.answer_gap != Some(expected) {
         sq.answer_gap = Some(expected);
-        qp.stats.get().inc(Counter::CompleterRetryErr);
+        qp.count(Counter::CompleterRetryErr);
         ib::trace::retransmit(qp.qpn, expected, c"answer missing", sq.retries);
         rewind(sq);
         qp.schedule();
@@ -382,7 +382,7 @@ fn rnr(qp: &Arc<Qp>, sq: &mut SendSide, code: u8) {
     sq.rnr_tries = sq.rnr_tries.saturating_add(1);
     // rnr_retry 7 means forever.
     if attrs.rnr_retry != 7 && sq.rnr_tries > attrs.rnr_retry {
-        qp.stats.get().inc(Counter::RetryRnrExceededErr);
+        qp.count(Counter::RetryRnrExceededErr);
         fail(qp, sq, b::ib_wc_status_IB_WC_RNR_RETRY_EXC_ERR);
         return;
     }
@@ -448,11 +448,11 @@ pub(crate) fn retry_timer(qp: &Arc<Qp>) {
     if armed == Some(sq.una) {
         sq.retries = sq.retries.saturating_add(1);
         if sq.retries > attrs.retry_cnt {
-            qp.stats.get().inc(Counter::RetryExceededErr);
+            qp.count(Counter::RetryExceededErr);
             fail(qp, &mut sq, b::ib_wc_status_IB_WC_RETRY_EXC_ERR);
             return;
         }
-        qp.stats.get().inc(Counter::CompleterRetryErr);
+        qp.count(Counter::CompleterRetryErr);
         ib::trace::retransmit(qp.qpn, sq.una, c"timeout", sq.retries);
         rewind(&mut sq);
     }

@@ -99,6 +99,16 @@ impl OxeCq {
         queue::withdraw_from(udata, &[&buf]);
     }
 
+    /// `rdma -dd res show cq`: completions posted and not polled yet, and
+    /// whether the CQ overflowed (then it takes no more).
+    pub(crate) fn res_details(&self) -> [(&'static core::ffi::CStr, u64); 2] {
+        let inner = self.state.inner.lock();
+        [
+            (c"cqe_pending", inner.queue.produced_pending().into()),
+            (c"overflowed", inner.error.into()),
+        ]
+    }
+
     /// Posts one completion. EBUSY when the CQ is full: the CQ then goes to
     /// error and its owner gets IB_EVENT_CQ_ERR.
     pub(crate) fn post(&self, cqe: &Cqe, solicited: bool) -> Result {

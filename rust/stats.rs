@@ -36,6 +36,22 @@ pub(crate) enum Counter {
 
 pub(crate) const NUM: usize = Counter::QkeyViolations as usize + 1;
 
+/// The counters a QP also keeps for itself (`rdma -dd res show qp`): the
+/// events that tell which flow retransmits, waits or drops. Packets and
+/// bytes stay the device's only, off the per-packet path.
+pub(crate) const QP_EVENTS: [Counter; 10] = [
+    Counter::DuplicateRequest,
+    Counter::OutOfSeqRequest,
+    Counter::RcvdRnrErr,
+    Counter::SendRnrErr,
+    Counter::RcvdSeqErr,
+    Counter::RetryExceededErr,
+    Counter::RetryRnrExceededErr,
+    Counter::CompleterRetryErr,
+    Counter::RcvDrops,
+    Counter::QkeyViolations,
+];
+
 pub(crate) struct Counters([Atomic<u64>; NUM]);
 
 impl Counters {
@@ -71,6 +87,11 @@ impl Counters {
             rcv_errors: v(Counter::IcrcErr),
             xmit_discards: v(Counter::SendErr),
         }
+    }
+
+    /// Counter `c`'s value.
+    pub(crate) fn value(&self, c: Counter) -> u64 {
+        self.get(c as usize).unwrap_or(0)
     }
 
     /// Counter `i`, in the order of the names.

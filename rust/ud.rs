@@ -51,23 +51,22 @@ pub(crate) fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut
     if !matches!(attrs.state, STATE_RTR | STATE_RTS | STATE_SQD | STATE_SQE) {
         return;
     }
-    let stats = qp.stats.get();
     let h = &pkt.hdr;
     // Only UD SENDs are for a datagram QP (IBA 9.6.1.3), with their DETH
     // and, from the wire or the hand-over, their network header.
     let (Some(deth), Some(grh), op::UD_SEND_ONLY | op::UD_SEND_ONLY_IMM) =
         (h.deth, pkt.grh.as_ref(), h.opcode)
     else {
-        stats.dropped(Counter::RcvDrops, qp.qpn, h.psn, c"not a UD SEND");
+        qp.count_drop(Counter::RcvDrops, h.psn, c"not a UD SEND");
         return;
     };
     if deth.qkey != packet::recv_qkey(qp.qpn, attrs.qkey) {
-        stats.dropped(Counter::QkeyViolations, qp.qpn, h.psn, c"wrong Q_Key");
+        qp.count_drop(Counter::QkeyViolations, h.psn, c"wrong Q_Key");
         return;
     }
     let Some(taken) = qp.take_recv(rq) else {
         // No receive posted: UD drops it (class D), as rxe does.
-        stats.dropped(Counter::RcvDrops, qp.qpn, h.psn, c"no receive posted");
+        qp.count_drop(Counter::RcvDrops, h.psn, c"no receive posted");
         return;
     };
     let (wr_id, sgl) = match taken {
@@ -90,12 +89,7 @@ pub(crate) fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut
         // Too long for the buffers (or they went away): dropped, the
         // receive kept for the next datagram (class D, as rxe); one taken
         // from an SRQ is gone, and completes in error (class E).
-        stats.dropped(
-            Counter::RcvDrops,
-            qp.qpn,
-            h.psn,
-            c"too long for the receive",
-        );
+        qp.count_drop(Counter::RcvDrops, h.psn, c"too long for the receive");
         if qp.srq.is_some() {
             let cqe = qp.cqe(
                 wr_id,

@@ -898,31 +898,6 @@ TEST_F(dp, modify_during_a_failure_keeps_err)
 	EXPECT_EQ(IBV_QPS_ERR, qa.qp_state) TH_LOG("the failure was overwritten by modify_qp");
 }
 
-/*
- * Driver attribute @name of QP @qpn in `rdma -dd res show qp` (oxe's
- * fill_res_qp_entry), or -1 if the line or the attribute is missing.
- */
-static long qp_res(struct ibv_context *ctx, uint32_t qpn, const char *name)
-{
-	char line[2048], needle[64], attr[64];
-	long v = -1;
-	FILE *p = popen("rdma -dd res show qp 2>/dev/null", "r");
-
-	if (!p)
-		return -1;
-	snprintf(needle, sizeof(needle), "link %s/1 lqpn %u ", ibv_get_device_name(ctx->device),
-		 qpn);
-	snprintf(attr, sizeof(attr), " drv_%s ", name);
-	while (fgets(line, sizeof(line), p)) {
-		char *a = strstr(line, attr);
-
-		if (strstr(line, needle) && a)
-			v = strtol(a + strlen(attr), NULL, 10);
-	}
-	pclose(p);
-	return v;
-}
-
 TEST_F(dp, rnr_waits_for_a_receive)
 {
 	struct ibv_wc wc;
@@ -942,6 +917,11 @@ TEST_F(dp, rnr_waits_for_a_receive)
 	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
 	ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
 	EXPECT_EQ('r', self->b.buf[63]);
+	/* Each QP's own counters: the RNR NAKs b sent and a received. */
+	EXPECT_LE(1, qp_res(self->ctx, self->a.qp->qp_num, "rcvd_rnr_err"));
+	EXPECT_EQ(0, qp_res(self->ctx, self->a.qp->qp_num, "send_rnr_err"));
+	EXPECT_LE(1, qp_res(self->ctx, self->b.qp->qp_num, "send_rnr_err"));
+	EXPECT_EQ(0, qp_res(self->ctx, self->b.qp->qp_num, "rcvd_rnr_err"));
 }
 
 /*
@@ -1022,6 +1002,9 @@ TEST(retransmits_until_the_peer_is_ready)
 	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
 	EXPECT_EQ(3000, wc.byte_len);
 	EXPECT_EQ('t', b.buf[2999]);
+	/* The retransmission is the requester's, in its own counters. */
+	EXPECT_LE(1, qp_res(ctx, a.qp->qp_num, "completer_retry_err"));
+	EXPECT_EQ(0, qp_res(ctx, b.qp->qp_num, "completer_retry_err"));
 }
 
 /*
@@ -1121,6 +1104,13 @@ TEST(cq_overflow_raises_cq_error)
 	ASSERT_EQ(0, ibv_get_async_event(ctx, &ev));
 	EXPECT_EQ(IBV_EVENT_CQ_ERR, ev.event_type);
 	ibv_ack_async_event(&ev);
+	/* `rdma -dd res show cq` says which CQ it was: this process's one
+	 * overflowed CQ, full, and none of its others. */
+	char pid[32];
+
+	snprintf(pid, sizeof(pid), " pid %d ", getpid());
+	EXPECT_EQ(1, res_lines("cq", pid, " drv_overflowed 1 "));
+	EXPECT_EQ(1, res_lines("cq", pid, " drv_overflowed 0 "));
 }
 
 TEST_F(dp, completion_channel_events)

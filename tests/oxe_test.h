@@ -170,6 +170,48 @@ static inline long port_counter(struct ibv_context *ctx, const char *name)
 	return v;
 }
 
+/*
+ * Driver attribute @name of QP @qpn in `rdma -dd res show qp` (oxe's
+ * fill_res_qp_entry), or -1 if the line or the attribute is missing.
+ */
+static inline long qp_res(struct ibv_context *ctx, uint32_t qpn, const char *name)
+{
+	char line[2048], needle[64], attr[64];
+	long v = -1;
+	FILE *p = popen("rdma -dd res show qp 2>/dev/null", "r");
+
+	if (!p)
+		return -1;
+	snprintf(needle, sizeof(needle), "link %s/1 lqpn %u ", ibv_get_device_name(ctx->device),
+		 qpn);
+	snprintf(attr, sizeof(attr), " drv_%s ", name);
+	while (fgets(line, sizeof(line), p)) {
+		char *a = strstr(line, attr);
+
+		if (strstr(line, needle) && a)
+			v = strtol(a + strlen(attr), NULL, 10);
+	}
+	pclose(p);
+	return v;
+}
+
+/* Lines of `rdma -dd res show @obj` that contain both @a and @b. */
+static inline int res_lines(const char *obj, const char *a, const char *b)
+{
+	char cmd[64], line[2048];
+	int n = 0;
+	FILE *p;
+
+	snprintf(cmd, sizeof(cmd), "rdma -dd res show %s 2>/dev/null", obj);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	while (fgets(line, sizeof(line), p))
+		n += strstr(line, a) && strstr(line, b);
+	pclose(p);
+	return n;
+}
+
 /* Waits for one completion on @cq (bounded). */
 static inline int wait_wc(struct ibv_cq *cq, struct ibv_wc *wc)
 {

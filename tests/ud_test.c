@@ -253,6 +253,9 @@ TEST_F(ud, wrong_qkey_is_dropped_and_privileged_qkey_is_the_qps)
 	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
 	EXPECT_TRUE(quiet(self->b.cq));
 	EXPECT_EQ(before + 1, counter(self->ctx, "qkey_violations"));
+	/* The QP's own count (`rdma -dd res show qp`), exact whatever else runs. */
+	EXPECT_EQ(1, qp_res(self->ctx, self->b.qp->qp_num, "qkey_violations"));
+	EXPECT_EQ(0, qp_res(self->ctx, self->a.qp->qp_num, "qkey_violations"));
 	ASSERT_EQ(0, ud_send(&self->a, self->ah, self->b.qp->qp_num, 0x80000000, self->a.buf, 64,
 			     IBV_WR_SEND, 0, 2));
 	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
@@ -285,6 +288,7 @@ TEST_F(ud, what_the_responder_cannot_take_is_dropped)
 	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
 	EXPECT_TRUE(quiet(self->b.cq));
 	EXPECT_EQ(drops + 2, counter(self->ctx, "rcv_drops"));
+	EXPECT_EQ(2, qp_res(self->ctx, self->b.qp->qp_num, "rcv_drops"));
 	EXPECT_EQ(sent + 2, counter(self->ctx, "sent_pkts"));
 	/* 1500-byte netdev: MTU 1024. */
 	ASSERT_EQ(0, ud_send(&self->a, self->ah, self->b.qp->qp_num, QKEY, self->a.buf, 1025,

@@ -76,6 +76,20 @@ pub(super) unsafe extern "C" fn destroy_cq(ib: *mut b::ib_cq, udata: *mut b::ib_
 
 /// # Safety
 ///
+/// Called by the RDMA core (`rdma res show cq -dd`) for a live CQ, with the
+/// message it builds for it.
+pub(super) unsafe extern "C" fn fill_res_cq_entry(
+    msg: *mut b::sk_buff,
+    ib: *mut b::ib_cq,
+) -> c_int {
+    // SAFETY: a live CQ.
+    let cq = unsafe { OxeCq::from_ib(ib) };
+    // SAFETY: `msg` is the message the core builds for this CQ.
+    unsafe { super::put_driver_u64s(msg, cq.res_details()) }
+}
+
+/// # Safety
+///
 /// Called by the RDMA core for a live CQ.
 pub(super) unsafe extern "C" fn req_notify_cq(
     ib: *mut b::ib_cq,

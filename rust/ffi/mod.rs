@@ -90,16 +90,16 @@ pub(crate) fn to_c_ptr<T>(r: Result<*mut T>) -> *mut T {
 /// # Safety
 ///
 /// `msg` is the netlink message the core is building for the object.
-pub(crate) unsafe fn put_driver_u64s(
+pub(crate) unsafe fn put_driver_u64s<'a>(
     msg: *mut b::sk_buff,
-    attrs: &[(&core::ffi::CStr, u64)],
+    attrs: impl IntoIterator<Item = (&'a core::ffi::CStr, u64)>,
 ) -> c_int {
     // SAFETY: per the function's contract.
     let nest = unsafe { b::oxe_nl_driver_nest_start(msg) };
     if nest.is_null() {
         return EMSGSIZE.to_errno();
     }
-    for &(name, v) in attrs {
+    for (name, v) in attrs {
         // SAFETY: `msg` is the message being built; the name is NUL-terminated.
         let ret = unsafe { b::rdma_nl_put_driver_u64(msg, name.as_char_ptr(), v) };
         if ret != 0 {
@@ -165,6 +165,7 @@ pub(crate) fn device_ops() -> b::ib_device_ops {
     ops.req_notify_cq = Some(cq::req_notify_cq);
     ops.poll_cq = Some(cq::poll_cq);
     ops.resize_user_cq = Some(cq::resize_user_cq);
+    ops.fill_res_cq_entry = Some(cq::fill_res_cq_entry);
     ops.size_ib_cq = size_of::<OxeCq>();
     // QP.
     ops.create_qp = Some(qp::create_qp);

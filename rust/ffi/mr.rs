@@ -369,7 +369,7 @@ pub(super) unsafe extern "C" fn fill_res_mr_entry(
         (c"page_size", crate::mr::PAGE_SIZE),
     ];
     // SAFETY: `msg` is the message the core builds for this MR.
-    unsafe { super::put_driver_u64s(msg, &attrs) }
+    unsafe { super::put_driver_u64s(msg, attrs) }
 }
 
 // An MR is found by key from any thread (the transport's tasks, any QP's

@@ -157,8 +157,20 @@ pub(super) unsafe extern "C" fn fill_res_qp_entry(
 ) -> c_int {
     // SAFETY: a live QP of ours.
     let qp = unsafe { OxeQp::qp(ib) };
+    // The QP's own counters, under the device counters' names.
+    let events = crate::stats::QP_EVENTS.iter().filter_map(|&c| {
+        // SAFETY: a pointer into the C side's static table, or NULL.
+        let name = unsafe { b::oxe_stat_name(c as u32) };
+        if name.is_null() {
+            return None;
+        }
+        // SAFETY: a static NUL-terminated name.
+        let name = unsafe { core::ffi::CStr::from_char_ptr(name) };
+        Some((name, qp.events.value(c)))
+    });
+    let attrs = Iterator::chain(qp.res_details().into_iter(), events);
     // SAFETY: `msg` is the message the core builds for this QP.
-    unsafe { super::put_driver_u64s(msg, &qp.res_details()) }
+    unsafe { super::put_driver_u64s(msg, attrs) }
 }
 
 /// The QP and group of attach_mcast and detach_mcast.

@@ -254,6 +254,8 @@ pub(crate) struct Qp {
     pub(crate) ndev: NetDev,
     /// The device's counters.
     pub(crate) stats: CoreRef<Counters>,
+    /// This QP's share of the device's events (`stats::QP_EVENTS`).
+    pub(crate) events: Counters,
     pub(crate) pd: PdId,
     pub(crate) scq: CoreRef<OxeCq>,
     pub(crate) rcq: CoreRef<OxeCq>,
@@ -497,6 +499,19 @@ impl Qp {
         }
     }
 
+    /// Counts event `c` (one of `stats::QP_EVENTS`) for the device and for
+    /// this QP.
+    pub(crate) fn count(&self, c: Counter) {
+        self.stats.get().inc(c);
+        self.events.inc(c);
+    }
+
+    /// Counts a packet of this QP dropped under `c`, as `Counters::dropped`.
+    pub(crate) fn count_drop(&self, c: Counter, psn: u32, why: &core::ffi::CStr) {
+        self.stats.get().dropped(c, self.qpn, psn, why);
+        self.events.inc(c);
+    }
+
     /// Takes a packet from the packet path: requests for the responder,
     /// responses for the completer. Dropped when the QP is dead or its queue
     /// is full (the requester retransmits).
@@ -524,9 +539,7 @@ impl Qp {
         match (pushed, response) {
             (Ok(()), true) => self.schedule(),
             (Ok(()), false) => self.queue_task_for::<RECV>(bytes),
-            (Err(_dropped), _) => {
-                stats.dropped(Counter::RcvDrops, self.qpn, psn, c"QP's queue full")
-            }
+            (Err(_dropped), _) => self.count_drop(Counter::RcvDrops, psn, c"QP's queue full"),
         }
     }
 

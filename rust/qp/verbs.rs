@@ -189,6 +189,7 @@ impl Qp {
                     peers,
                     ndev,
                     stats,
+                    events: Counters::new(),
                     pd,
                     scq,
                     rcq,

@@ -168,15 +168,13 @@ fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache) {
     let h = &pkt.hdr;
     let d = packet::psn_diff(h.psn, rq.epsn);
     if d < 0 {
-        qp.stats.get().inc(Counter::DuplicateRequest);
+        qp.count(Counter::DuplicateRequest);
         duplicate(qp, rq, &attrs, pkt);
         return;
     }
     if d > 0 {
         // A gap: ask once for the expected PSN.
-        qp.stats
-            .get()
-            .dropped(Counter::OutOfSeqRequest, qp.qpn, h.psn, c"out of sequence");
+        qp.count_drop(Counter::OutOfSeqRequest, h.psn, c"out of sequence");
         if !rq.nak_sent {
             rq.nak_sent = true;
             ack(qp, &attrs, rq.epsn, Syndrome::Nak(Nak::Sequence));
@@ -202,7 +200,7 @@ fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut MrCache) {
             read_ack(qp, &attrs, h.psn);
         }
         Reply::Nak(Nak::Rnr) => {
-            qp.stats.get().inc(Counter::SendRnrErr);
+            qp.count(Counter::SendRnrErr);
             rq.nak_sent = true;
             ack(qp, &attrs, h.psn, Syndrome::Rnr(attrs.min_rnr_timer));
         }
@@ -250,17 +248,12 @@ fn receive_uc(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &mut Packet, cache: &mut MrC
     let psn = pkt.hdr.psn;
     let d = packet::psn_diff(psn, rq.epsn);
     if (-UC_LATE..0).contains(&d) {
-        qp.stats.get().dropped(
-            Counter::DuplicateRequest,
-            qp.qpn,
-            psn,
-            c"UC: late or duplicate",
-        );
+        qp.count_drop(Counter::DuplicateRequest, psn, c"UC: late or duplicate");
         return;
     }
     let gap = d != 0;
     if gap && !rq.drop_msg {
-        qp.stats.get().inc(Counter::OutOfSeqRequest);
+        qp.count(Counter::OutOfSeqRequest);
     }
     rq.epsn = packet::psn_add(psn, 1);
     if gap || rq.drop_msg {
