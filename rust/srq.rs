@@ -198,6 +198,16 @@ impl Srq {
         Ok(())
     }
 
+    /// `rdma -dd res show srq`: receives posted and not taken yet (its QPs
+    /// show none of their own), and the armed limit (0: none).
+    pub(crate) fn res_details(&self) -> [(&'static core::ffi::CStr, u64); 2] {
+        let r = self.ring.lock();
+        [
+            (c"posted", r.queue.posted().into()),
+            (c"limit", r.limit.into()),
+        ]
+    }
+
     pub(crate) fn query(&self, a: &mut b::ib_srq_attr) {
         let r = self.ring.lock();
         a.max_wr = r.queue.capacity();

@@ -630,6 +630,11 @@ TEST_F(srq, resize_keeps_the_posted_wqes)
 	EXPECT_NE(0, ibv_modify_srq(self->srq, &sa, IBV_SRQ_MAX_WR));
 	ASSERT_EQ(0, ibv_query_srq(self->srq, &sa));
 	EXPECT_LE(200, sa.max_wr);
+	/* `rdma -dd res show srq`: the 40 still posted. */
+	char pid[32];
+
+	snprintf(pid, sizeof(pid), " pid %d ", getpid());
+	EXPECT_EQ(1, res_lines("srq", pid, " drv_posted 40 "));
 }
 
 /* Bad input: rxe's limits, a limit past the ring; a QP on an SRQ has no

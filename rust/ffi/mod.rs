@@ -184,6 +184,7 @@ pub(crate) fn device_ops() -> b::ib_device_ops {
     ops.query_srq = Some(srq::query_srq);
     ops.destroy_srq = Some(srq::destroy_srq);
     ops.post_srq_recv = Some(srq::post_srq_recv);
+    ops.fill_res_srq_entry = Some(srq::fill_res_srq_entry);
     ops.size_ib_srq = size_of::<OxeSrq>();
     ops
 }

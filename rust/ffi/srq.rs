@@ -121,6 +121,20 @@ pub(super) unsafe extern "C" fn query_srq(ib: *mut b::ib_srq, attr: *mut b::ib_s
 
 /// # Safety
 ///
+/// Called by the RDMA core (`rdma res show srq -dd`) for a live SRQ, with the
+/// message it builds for it.
+pub(super) unsafe extern "C" fn fill_res_srq_entry(
+    msg: *mut b::sk_buff,
+    ib: *mut b::ib_srq,
+) -> c_int {
+    // SAFETY: a live SRQ.
+    let srq = unsafe { &from_ib::<OxeSrq>(ib).srq };
+    // SAFETY: `msg` is the message the core builds for this SRQ.
+    unsafe { super::put_driver_u64s(msg, srq.res_details()) }
+}
+
+/// # Safety
+///
 /// Called by the RDMA core for a live SRQ no QP uses any more, once.
 pub(super) unsafe extern "C" fn destroy_srq(ib: *mut b::ib_srq, udata: *mut b::ib_udata) -> c_int {
     // SAFETY: a live SRQ; `udata` NULL or the command's.
