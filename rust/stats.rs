@@ -78,7 +78,7 @@ impl Counters {
 
     /// What the port's performance agent reports (`process_mad`).
     pub(crate) fn port_counts(&self) -> PortCounts {
-        let v = |c: Counter| self.get(c as usize).unwrap_or(0);
+        let v = |c: Counter| self.value(c);
         PortCounts {
             xmit_bytes: v(Counter::SentBytes),
             rcv_bytes: v(Counter::RcvdBytes),

@@ -65,31 +65,12 @@ static long global_pins(void)
 /* oxe's own view of an MR, from `rdma -dd res show mr`. */
 static int mr_res(uint32_t lkey, long *pages, long *entries)
 {
-	char cmd[128], line[1024], needle[32];
-	int found = -1;
-	FILE *p;
+	char match[32];
 
-	snprintf(cmd, sizeof(cmd), "rdma -dd res show mr 2>/dev/null");
-	snprintf(needle, sizeof(needle), "lkey 0x%x ", lkey);
-	p = popen(cmd, "r");
-	if (!p)
-		return -1;
-	while (fgets(line, sizeof(line), p)) {
-		char *s = strstr(line, needle);
-		char *a, *b;
-
-		if (!s)
-			continue;
-		a = strstr(line, "drv_pages_pinned ");
-		b = strstr(line, "drv_mtt_entries ");
-		if (a && b) {
-			*pages = strtol(a + 17, NULL, 10);
-			*entries = strtol(b + 16, NULL, 10);
-			found = 0;
-		}
-	}
-	pclose(p);
-	return found;
+	snprintf(match, sizeof(match), "lkey 0x%x ", lkey);
+	*pages = res_attr("mr", match, "pages_pinned");
+	*entries = res_attr("mr", match, "mtt_entries");
+	return *pages < 0 || *entries < 0 ? -1 : 0;
 }
 
 /* MRs that `rdma res show mr` lists. */

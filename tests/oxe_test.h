@@ -171,28 +171,38 @@ static inline long port_counter(struct ibv_context *ctx, const char *name)
 }
 
 /*
- * Driver attribute @name of QP @qpn in `rdma -dd res show qp` (oxe's
- * fill_res_qp_entry), or -1 if the line or the attribute is missing.
+ * Driver attribute @name (printed `drv_@name`) of the line of
+ * `rdma -dd res show @obj` that contains @match, or -1 if there is none.
  */
-static inline long qp_res(struct ibv_context *ctx, uint32_t qpn, const char *name)
+static inline long res_attr(const char *obj, const char *match, const char *name)
 {
-	char line[2048], needle[64], attr[64];
+	char cmd[64], line[2048], attr[64];
 	long v = -1;
-	FILE *p = popen("rdma -dd res show qp 2>/dev/null", "r");
+	FILE *p;
 
+	snprintf(cmd, sizeof(cmd), "rdma -dd res show %s 2>/dev/null", obj);
+	snprintf(attr, sizeof(attr), " drv_%s ", name);
+	p = popen(cmd, "r");
 	if (!p)
 		return -1;
-	snprintf(needle, sizeof(needle), "link %s/1 lqpn %u ", ibv_get_device_name(ctx->device),
-		 qpn);
-	snprintf(attr, sizeof(attr), " drv_%s ", name);
 	while (fgets(line, sizeof(line), p)) {
 		char *a = strstr(line, attr);
 
-		if (strstr(line, needle) && a)
+		if (strstr(line, match) && a)
 			v = strtol(a + strlen(attr), NULL, 10);
 	}
 	pclose(p);
 	return v;
+}
+
+/* Driver attribute @name of QP @qpn of the test's device (fill_res_qp_entry). */
+static inline long qp_res(struct ibv_context *ctx, uint32_t qpn, const char *name)
+{
+	char match[64];
+
+	snprintf(match, sizeof(match), "link %s/1 lqpn %u ", ibv_get_device_name(ctx->device),
+		 qpn);
+	return res_attr("qp", match, name);
 }
 
 /* Lines of `rdma -dd res show @obj` that contain both @a and @b. */
