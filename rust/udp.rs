@@ -31,7 +31,6 @@ pub(crate) enum Dropped {
     Encode,
     Decode(DecodeError),
     UnknownQp,
-    WrongSource,
 }
 
 /// Sends `pkt` from `qp` along `route`. A packet that cannot go (no memory,
@@ -97,7 +96,8 @@ pub(crate) fn send_train(qp: &Qp, train: &mut Train) {
     }
 }
 
-/// Takes a packet from the wire for the device whose QPs are `qps`.
+/// Takes a packet from the wire for the device whose QPs are `qps`. A
+/// packet dropped once its QP is known is counted there and is not an error.
 pub(crate) fn receive(qps: &QpTable, skb: Skb) -> Result<(), Dropped> {
     let (hdr, off, len, saddr, daddr, grh) = {
         let l3 = skb.network();
@@ -153,11 +153,15 @@ pub(crate) fn receive(qps: &QpTable, skb: Skb) -> Result<(), Dropped> {
     }
     let qp = qps.get(hdr.qpn).ok_or(Dropped::UnknownQp)?;
     // A connected QP takes packets from the address its path names only; a
-    // datagram QP from anyone (its responder checks the Q_Key).
+    // datagram QP from anyone (its responder checks the Q_Key). Counted on
+    // the QP too, so that `rdma -dd res show qp` tells which QP is aimed at.
     if !qp.ud() {
         match qp.attrs().route {
             Some(r) if r.daddr == saddr => {}
-            _ => return Err(Dropped::WrongSource),
+            _ => {
+                qp.count_drop(Counter::RcvDrops, hdr.psn, c"not from the QP's peer");
+                return Ok(());
+            }
         }
     }
     let mut pkt = Packet::with(hdr, payload);
@@ -210,7 +214,6 @@ pub(crate) fn count(stats: &Counters, e: &Dropped, qpn: u32, psn: u32) {
         Dropped::NoRoute => (Counter::SendErr, c"no route"),
         Dropped::Encode => (Counter::SendErr, c"cannot encode"),
         Dropped::UnknownQp => (Counter::RcvDrops, c"no such QP"),
-        Dropped::WrongSource => (Counter::RcvDrops, c"not from the QP's peer"),
     };
     stats.dropped(c, qpn, psn, why);
 }

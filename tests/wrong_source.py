@@ -1,0 +1,100 @@
+#!/usr/bin/env python3
+# A connected QP takes packets from its peer's address only.
+#
+# An RC QP of DEV (pyverbs) is connected to PEER_IP and has one receive
+# posted. From the network namespace PEER_NS, a SEND_ONLY with the QP's
+# next PSN and a correct ICRC comes from SPOOF_IP, an address of the same
+# subnet that is not the peer's: it must be dropped (no completion) and
+# counted on the device and on that QP (`rdma -dd res show qp`'s
+# drv_rcv_drops), so that the QP someone aims at can be told. Then the same
+# packet from PEER_IP with other bytes is taken: the receive completes with
+# those bytes, not the spoofed ones.
+#
+# Usage (in the QP's namespace):
+#   wrong_source.py DEV GID_INDEX LOCAL_IP PEER_IP SPOOF_IP PEER_NS
+import subprocess
+import sys
+import time
+
+import pyverbs.enums as e
+from pyverbs.cq import CQ
+from pyverbs.device import Context
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.wr import SGE, RecvWR
+
+import roce
+
+dev, gid_index = sys.argv[1], int(sys.argv[2])
+local_ip, peer_ip, spoof_ip, peer_ns = sys.argv[3:7]
+PEER_QPN, SEND_ONLY = 0x4243, 0x04
+
+
+def qp_attr(qpn, name):
+    out = subprocess.run(["rdma", "-dd", "res", "show", "qp"], capture_output=True,
+                         text=True).stdout
+    for line in out.splitlines():
+        if f"link {dev}/1 lqpn {qpn} " in line:
+            words = line.split()
+            if f"drv_{name}" in words:
+                return int(words[words.index(f"drv_{name}") + 1])
+    return None
+
+
+def dev_stat(name):
+    words = subprocess.run(["rdma", "statistic", "show", "link", f"{dev}/1"],
+                           capture_output=True, text=True).stdout.split()
+    return int(words[words.index(name) + 1])
+
+
+def poll(cq, seconds):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        n, wcs = cq.poll(1)
+        if n:
+            return wcs[0]
+        time.sleep(0.01)
+    return None
+
+
+ctx = Context(name=dev)
+pd = PD(ctx)
+cq = CQ(ctx, 4)
+mr = MR(pd, 64, e.IBV_ACCESS_LOCAL_WRITE)
+qp = roce.rc_qp(pd, cq, gid_index, peer_ip, PEER_QPN)
+qp.post_recv(RecvWR(num_sge=1, sg=[SGE(mr.buf, 64, mr.lkey)]))
+tx = roce.in_namespace(peer_ns, roce.raw_socket)
+drops = dev_stat("rcv_drops")
+
+
+def send(src, data):
+    tx.sendto(roce.packet(src, local_ip, roce.bth(SEND_ONLY, qp.qp_num, 0, ack_req=True)
+                          + data), (local_ip, 0))
+
+
+fails = 0
+
+
+def check(ok, what):
+    global fails
+    print(f"# {'ok' if ok else 'FAILED'}: {what}")
+    fails += not ok
+
+
+send(spoof_ip, b"spoofed!")
+wc = poll(cq, 1.0)
+check(wc is None, f"a SEND from {spoof_ip} completes nothing")
+n = qp_attr(qp.qp_num, "rcv_drops")
+check(n == 1, f"counted on QP {qp.qp_num}: drv_rcv_drops {n}, expected 1")
+d = dev_stat("rcv_drops")
+check(d == drops + 1, f"counted on {dev}: rcv_drops {drops} -> {d}")
+
+send(peer_ip, b"genuine!")
+wc = wc or poll(cq, 5.0)
+check(wc is not None and wc.status == e.IBV_WC_SUCCESS and wc.byte_len == 8,
+      f"the same SEND from {peer_ip} completes: "
+      + (f"status {wc.status}, {wc.byte_len} bytes" if wc else "no completion in 5 s"))
+got = mr.read(8, 0)
+check(got == b"genuine!", f"the receive holds the peer's bytes: {got!r}")
+check(qp_attr(qp.qp_num, "rcv_drops") == 1, "and nothing more is dropped")
+sys.exit(1 if fails else 0)
