@@ -122,23 +122,30 @@ impl Window {
 
     /// Applies a checked bind: the window moves to `new`, on `mr` if bound.
     fn bind(&self, qp_pd: PdId, qp: u64, mr: Option<MrRef>, b: &Bind) -> bool {
-        let view = mr.as_ref().and_then(MrRef::window_view);
-        if mr.is_some() && view.is_none() {
-            return false;
-        }
-        let mut st = self.state.lock();
-        let Ok(new) =
-            rules::check_bind(self.mw_type, self.pd, &st.bind, qp_pd, qp, view.as_ref(), b)
-        else {
-            return false;
-        };
-        let keep = match mr.filter(|_| new.bound()) {
-            // The MR refuses a new window once its deregistration began.
+        // The window is counted on the MR before its PD and rights are read:
+        // a re-registration (which freezes the count) then either failed
+        // with EBUSY or is over. The MR refuses a new window once its
+        // deregistration began.
+        let mr = match mr {
             Some(m) if !m.bind_window() => return false,
-            Some(m) => Some(m),
-            None => None,
+            m => m,
         };
-        if let Some(old) = core::mem::replace(&mut st.mr, keep) {
+        let view = mr.as_ref().and_then(MrRef::window_view);
+        let mut st = self.state.lock();
+        let checked = match (&mr, &view) {
+            (Some(_), None) => None,
+            _ => {
+                rules::check_bind(self.mw_type, self.pd, &st.bind, qp_pd, qp, view.as_ref(), b).ok()
+            }
+        };
+        let Some(new) = checked else {
+            if let Some(m) = mr {
+                m.unbind_window();
+            }
+            return false;
+        };
+        // A bind names an MR exactly when it binds (length 0 unbinds).
+        if let Some(old) = core::mem::replace(&mut st.mr, mr) {
             old.unbind_window();
         }
         st.bind = new;

@@ -741,6 +741,25 @@ TEST_F(dp, recv_buffer_too_small_is_length_error)
 	EXPECT_EQ(5, wc.wr_id);
 }
 
+/*
+ * A SEND_WITH_INV naming a key the peer may not invalidate (an MR not of
+ * fast registration): the sender gets REM_INV_REQ_ERR, the receive
+ * REM_INV_REQ_ERR as rxe's (not a flush: it says why), and the MR stays.
+ */
+TEST_F(dp, send_with_invalidate_of_a_bad_key)
+{
+	struct ibv_wc wc;
+
+	ASSERT_EQ(0, post_recv(self->b.qp, self->b.buf, 100, self->b.mr->lkey, 5));
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_SEND_WITH_INV, self->a.buf, 16, self->a.mr->lkey, 0,
+			  self->b.mr->rkey, 1));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_REM_INV_REQ_ERR, wc.status);
+	ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
+	EXPECT_EQ(IBV_WC_REM_INV_REQ_ERR, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	EXPECT_EQ(5, wc.wr_id);
+}
+
 /* Polls @cq for one completion for up to @ms milliseconds. */
 static int poll_wc_ms(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
 {

@@ -249,6 +249,8 @@ static inline int post(struct ibv_qp *qp, enum ibv_wr_opcode op, void *laddr, ui
 	if (op == IBV_WR_ATOMIC_FETCH_AND_ADD || op == IBV_WR_ATOMIC_CMP_AND_SWP) {
 		wr.wr.atomic.remote_addr = raddr;
 		wr.wr.atomic.rkey = rkey;
+	} else if (op == IBV_WR_SEND_WITH_INV) {
+		wr.invalidate_rkey = rkey;
 	} else {
 		wr.wr.rdma.remote_addr = raddr;
 		wr.wr.rdma.rkey = rkey;

@@ -593,6 +593,86 @@ TEST_F(srq, rnr_on_empty_srq_and_last_wqe_reached)
 }
 
 /*
+ * The completions of @rc's failed SEND: the sender's status in @send, and
+ * of the receives @rcv completes, the first's wr_id and status in @id and
+ * @recv; their count is returned. Polls until 300 ms pass without one
+ * after the sender's (at most 10 s): a receive completed twice is seen.
+ */
+static int srq_failed_send(FIXTURE_DATA(srq) *self, struct ibv_qp *rc, struct ibv_qp *rcv,
+			   int *send, uint64_t *id, int *recv)
+{
+	int recvs = 0, idle = 0;
+	struct ibv_wc wc;
+
+	*send = *recv = -1;
+	for (int t = 0; t < 10000 && (*send < 0 || idle < 300); t++) {
+		if (ibv_poll_cq(self->cq, 1, &wc) != 1) {
+			usleep(1000);
+			idle++;
+			continue;
+		}
+		idle = 0;
+		if (wc.qp_num == rc->qp_num) {
+			*send = wc.status;
+		} else if (wc.qp_num == rcv->qp_num && recvs++ == 0) {
+			*id = wc.wr_id;
+			*recv = wc.status;
+		} else {
+			fprintf(stderr, "# and QP %u wr_id %llu %s\n", wc.qp_num,
+				(unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status));
+		}
+	}
+	return recvs;
+}
+
+/*
+ * A SEND longer than the SRQ receive it took: that receive completes once,
+ * with LOC_LEN_ERR, and is not flushed again when its QP goes to ERR (an
+ * application recycling the buffer would do it twice); the sender gets
+ * REM_INV_REQ_ERR and the SRQ's next receive stays for the other QPs.
+ */
+TEST_F(srq, a_send_too_long_completes_its_receive_once)
+{
+	int send, recv;
+	uint64_t id = 0;
+	struct ibv_wc wc;
+
+	ASSERT_EQ(0, srq_post(self->srq, self->buf, 100, self->mr->lkey, 60));
+	ASSERT_EQ(0, srq_post(self->srq, self->buf + 4096, 4096, self->mr->lkey, 61));
+	ASSERT_EQ(0, post(self->rc[0], IBV_WR_SEND, self->tx.buf, 200, self->tx.mr->lkey, 0, 0, 1));
+	EXPECT_EQ(1, srq_failed_send(self, self->rc[0], self->rcv[0], &send, &id, &recv));
+	EXPECT_EQ(IBV_WC_REM_INV_REQ_ERR, send);
+	EXPECT_EQ(IBV_WC_LOC_LEN_ERR, recv);
+	EXPECT_EQ(60, id);
+	ASSERT_EQ(0, post(self->rc[1], IBV_WR_SEND, self->tx.buf, 200, self->tx.mr->lkey, 0, 0, 2));
+	for (int n = 0; n < 2; n++) {
+		ASSERT_EQ(1, wait_wc(self->cq, &wc));
+		EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+		if (wc.qp_num == self->rcv[1]->qp_num)
+			EXPECT_EQ(61, wc.wr_id);
+	}
+}
+
+/*
+ * A SEND_WITH_INV naming a key the peer may not invalidate (an MR not of
+ * fast registration) through a QP on an SRQ: the receive it took completes
+ * with REM_INV_REQ_ERR, as rxe's, and once; it is not lost with the QP.
+ */
+TEST_F(srq, send_with_invalidate_of_a_bad_key_completes_its_receive)
+{
+	int send, recv;
+	uint64_t id = 0;
+
+	ASSERT_EQ(0, srq_post(self->srq, self->buf, 4096, self->mr->lkey, 70));
+	ASSERT_EQ(0, post(self->rc[0], IBV_WR_SEND_WITH_INV, self->tx.buf, 16, self->tx.mr->lkey,
+			  0, self->mr->rkey, 1));
+	EXPECT_EQ(1, srq_failed_send(self, self->rc[0], self->rcv[0], &send, &id, &recv));
+	EXPECT_EQ(IBV_WC_REM_INV_REQ_ERR, send);
+	EXPECT_EQ(IBV_WC_REM_INV_REQ_ERR, recv);
+	EXPECT_EQ(70, id);
+}
+
+/*
  * Resizing keeps what is posted, in order (librxe maps the new ring); a size
  * below what is posted is refused, and so is one past rxe's limit.
  */

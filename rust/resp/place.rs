@@ -154,8 +154,11 @@ pub(super) fn send_data(
         _ => return fatal(qp, rq, Nak::InvalidRequest),
     };
     if !fits {
-        // The message does not fit the posted buffers. UC drops it and
-        // keeps the receive (class D).
+        // The message does not fit the posted buffers: its receive completes
+        // here, so nothing of it is in progress any more (an SRQ's WQE
+        // would be flushed again with the QP).
+        rq.progress = None;
+        // UC drops the message and keeps the receive (class D).
         if qp.uc() {
             if qp.srq.is_some() {
                 // Its WQE came from the SRQ and is gone: it completes in
@@ -195,8 +198,17 @@ pub(super) fn send_data(
         // The rkey must name a valid fast-registration MR or a bound type 2
         // window of this QP's PD
         // (class J error otherwise: the sender sees REM_INV_REQ_ERR).
+        // The receive completes in error, as rxe's, rather than being
+        // flushed with the QP (or lost, if it came from an SRQ).
         if !crate::mw::invalidate(qp.keys.get(), qp.mws.get(), pkt.hdr.ex, qp.pd) {
             rq.progress = None;
+            let cqe = qp.cqe(
+                wr_id,
+                b::ib_wc_status_IB_WC_REM_INV_REQ_ERR,
+                b::ib_wc_opcode_IB_WC_RECV,
+                0,
+            );
+            complete_recv(qp, rq, cqe, false);
             return fatal(qp, rq, Nak::InvalidRequest);
         }
         cqe.ex = pkt.hdr.ex;
