@@ -219,7 +219,7 @@ impl Srq {
     /// for local write under the SRQ's PD: `None` if the SRQ is empty.
     /// A WQE naming more SGEs than the SRQ has, or a bad lkey, is consumed
     /// and fails with the status the QP's receive completes with.
-    pub(crate) fn take(&self, keys: &Keys) -> Option<Result<(u64, Sgl), u32>> {
+    pub(crate) fn take(&self, keys: &Keys) -> Option<Result<(u64, Sgl), (u64, u32)>> {
         let mut guard = self.ring.lock();
         let r = &mut *guard;
         if !r.queue.peek_into(&mut r.wqe) {
@@ -234,10 +234,10 @@ impl Srq {
                 .event(b::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED);
         }
         let Some(w) = wqe::RecvWqe::parse(&r.wqe) else {
-            return Some(Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR));
+            return Some(Err((0, b::ib_wc_status_IB_WC_LOC_QP_OP_ERR)));
         };
         if w.num_sge > self.max_sge {
-            return Some(Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR));
+            return Some(Err((w.wr_id, b::ib_wc_status_IB_WC_LOC_LEN_ERR)));
         }
         Some(
             Sgl::build(
@@ -248,7 +248,8 @@ impl Srq {
                 w.num_sge,
                 access::LOCAL_WRITE,
             )
-            .map(|sgl| (w.wr_id, sgl)),
+            .map(|sgl| (w.wr_id, sgl))
+            .map_err(|status| (w.wr_id, status)),
         )
     }
 

@@ -71,9 +71,9 @@ pub(crate) fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut
     };
     let (wr_id, sgl) = match taken {
         Ok(t) => t,
-        Err(status) => {
+        Err((wr_id, status)) => {
             // A malformed receive WQE: the QP's failure (class A).
-            let cqe = qp.cqe(0, status, b::ib_wc_opcode_IB_WC_RECV, 0);
+            let cqe = qp.cqe(wr_id, status, b::ib_wc_opcode_IB_WC_RECV, 0);
             qp.consume_recv(rq);
             let _ = qp.rcq().post(&cqe, false);
             qp.set_error(rq);

@@ -31,6 +31,7 @@ pub(crate) enum Dropped {
     Encode,
     Decode(DecodeError),
     UnknownQp,
+    BadPkey,
 }
 
 /// Sends `pkt` from `qp` along `route`. A packet that cannot go (no memory,
@@ -149,17 +150,29 @@ pub(crate) fn receive(qps: &QpTable, skb: Skb) -> Result<(), Dropped> {
         Payload::Wire { skb, off, len }
     };
     if hdr.qpn == params::MULTICAST_QPN {
+        if !packet::pkey_ok(hdr.pkey) {
+            return Err(Dropped::BadPkey);
+        }
         return multicast(qps, hdr, payload, &daddr, grh);
     }
     let qp = qps.get(hdr.qpn).ok_or(Dropped::UnknownQp)?;
-    // A connected QP takes packets from the address its path names only; a
-    // datagram QP from anyone (its responder checks the Q_Key). Counted on
-    // the QP too, so that `rdma -dd res show qp` tells which QP is aimed at.
+    if !packet::pkey_ok(hdr.pkey) {
+        qp.count_drop(Counter::RcvDrops, hdr.psn, c"bad P_Key");
+        return Ok(());
+    }
+    // A connected QP takes packets from the address its path names, to the
+    // address it sends from, only (rxe's `check_addr`); a datagram QP from
+    // anyone (its responder checks the Q_Key). Counted on the QP too, so
+    // that `rdma -dd res show qp` tells which QP is aimed at.
     if !qp.ud() {
         match qp.attrs().route {
-            Some(r) if r.daddr == saddr => {}
+            Some(r) if r.daddr == saddr && r.saddr == daddr => {}
             _ => {
-                qp.count_drop(Counter::RcvDrops, hdr.psn, c"not from the QP's peer");
+                qp.count_drop(
+                    Counter::RcvDrops,
+                    hdr.psn,
+                    c"not between the QP and its peer",
+                );
                 return Ok(());
             }
         }
@@ -214,6 +227,7 @@ pub(crate) fn count(stats: &Counters, e: &Dropped, qpn: u32, psn: u32) {
         Dropped::NoRoute => (Counter::SendErr, c"no route"),
         Dropped::Encode => (Counter::SendErr, c"cannot encode"),
         Dropped::UnknownQp => (Counter::RcvDrops, c"no such QP"),
+        Dropped::BadPkey => (Counter::RcvDrops, c"bad P_Key"),
     };
     stats.dropped(c, qpn, psn, why);
 }

@@ -760,6 +760,24 @@ TEST_F(dp, send_with_invalidate_of_a_bad_key)
 	EXPECT_EQ(5, wc.wr_id);
 }
 
+/*
+ * A receive whose buffer's lkey is bad: the SEND that reaches it completes
+ * it with LOC_PROT_ERR under its own wr_id, so the receiver can tell which;
+ * the sender gets REM_OP_ERR.
+ */
+TEST_F(dp, recv_with_a_bad_lkey_completes_with_its_wr_id)
+{
+	struct ibv_wc wc;
+
+	ASSERT_EQ(0, post_recv(self->b.qp, self->b.buf, 100, self->b.mr->lkey ^ 0x55, 77));
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_SEND, self->a.buf, 16, self->a.mr->lkey, 0, 0, 1));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_REM_OP_ERR, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
+	EXPECT_EQ(IBV_WC_LOC_PROT_ERR, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	EXPECT_EQ(77, wc.wr_id);
+}
+
 /* Polls @cq for one completion for up to @ms milliseconds. */
 static int poll_wc_ms(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
 {

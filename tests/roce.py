@@ -18,8 +18,8 @@ NAK_SEQ = 0x60  # AETH syndrome: NAK, PSN sequence error
 RNR_655MS = 0x20  # AETH syndrome: RNR NAK, timer code 0 (655.36 ms)
 
 
-def bth(opcode, qpn, psn, ack_req=False):
-    return struct.pack("!BBHII", opcode, 0, 0xFFFF, qpn & 0xFFFFFF,
+def bth(opcode, qpn, psn, ack_req=False, pkey=0xFFFF):
+    return struct.pack("!BBHII", opcode, 0, pkey, qpn & 0xFFFFFF,
                        (0x80000000 if ack_req else 0) | (psn & 0xFFFFFF))
 
 

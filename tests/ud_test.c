@@ -673,6 +673,45 @@ TEST_F(srq, send_with_invalidate_of_a_bad_key_completes_its_receive)
 }
 
 /*
+ * Two QPs on one SRQ with one receive left each get a 64 KiB WRITE with
+ * immediate at once. Both passed the RNR check on arrival; one takes the
+ * receive, the other must wait (RNR) until the next one is posted, not
+ * fail with its data placed (REM_OP_ERR, its QP in ERR). Both complete.
+ */
+TEST_F(srq, write_with_immediate_races_for_the_last_receive)
+{
+	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+	struct ibv_mr *dst = ibv_reg_mr(self->pd, self->buf, BUF, acc);
+	const int rounds = 50, len = BUF;
+	struct ibv_wc wc;
+
+	ASSERT_NE(NULL, dst);
+	for (int r = 0; r < rounds; r++) {
+		int recvs = 0, sends = 0, reposted = 0;
+
+		ASSERT_EQ(0, srq_post(self->srq, self->buf, 8, self->mr->lkey, 2 * r));
+		for (int q = 0; q < 2; q++)
+			ASSERT_EQ(0, post(self->rc[q], IBV_WR_RDMA_WRITE_WITH_IMM, self->tx.buf,
+					  len, self->tx.mr->lkey, (uintptr_t)self->buf, dst->rkey, q));
+		while (recvs + sends < 4) {
+			ASSERT_EQ(1, wait_wc(self->cq, &wc)) TH_LOG("round %d", r);
+			ASSERT_EQ(IBV_WC_SUCCESS, wc.status)
+				TH_LOG("round %d: QP %u wr_id %llu: %s", r, wc.qp_num,
+				       (unsigned long long)wc.wr_id, ibv_wc_status_str(wc.status));
+			if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM)
+				recvs++;
+			else
+				sends++;
+			/* The first receive went to one of them: the next for the other. */
+			if (recvs == 1 && !reposted++)
+				ASSERT_EQ(0, srq_post(self->srq, self->buf, 8, self->mr->lkey,
+						      2 * r + 1));
+		}
+	}
+	ibv_dereg_mr(dst);
+}
+
+/*
  * Resizing keeps what is posted, in order (librxe maps the new ring); a size
  * below what is posted is refused, and so is one past rxe's limit.
  */

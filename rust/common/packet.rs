@@ -62,6 +62,13 @@ pub const QPN_MASK: u32 = 0x00ff_ffff;
 /// The default partition, full member: the only one RoCE ports have.
 pub const DEFAULT_PKEY: u16 = 0xffff;
 
+/// Whether a packet's P_Key matches the port's (IBA 10.9.3, rdma_rxe's
+/// `pkey_match`): the same 15-bit partition, and one of the two a full
+/// member. A RoCE port has only the default partition, as a full member.
+pub const fn pkey_ok(pkey: u16) -> bool {
+    pkey & 0x7fff == DEFAULT_PKEY & 0x7fff
+}
+
 /// The GSI QP's number and its well-known Q_Key (IBA 13.5.1, IB_QP1_QKEY).
 pub const GSI_QPN: u32 = 1;
 pub const GSI_QKEY: u32 = 0x8001_0000;
@@ -165,6 +172,31 @@ pub const fn packets(len: u64, mtu: u32) -> u32 {
         1
     } else {
         (len / mtu + !len.is_multiple_of(mtu) as u64) as u32
+    }
+}
+
+/// The longest DMA a RETH may ask for (IBA C9-94; rdma_rxe refuses more).
+pub const MAX_DMA_LEN: u32 = 1 << 31;
+
+/// Whether a request packet (RC opcode) carries as many payload bytes as
+/// its place in a message allows (IBA C9-92, as rdma_rxe checks it): a
+/// message is cut at `mtu`, so a FIRST or MIDDLE carries exactly `mtu`
+/// bytes, a LAST 1 to `mtu`, an ONLY at most `mtu`. Other opcodes pass.
+pub const fn request_len_ok(opcode: u8, len: usize, mtu: u32) -> bool {
+    let mtu = mtu as usize;
+    match opcode {
+        op::SEND_FIRST | op::SEND_MIDDLE | op::WRITE_FIRST | op::WRITE_MIDDLE => len == mtu,
+        op::SEND_LAST
+        | op::SEND_LAST_IMM
+        | op::SEND_LAST_INV
+        | op::WRITE_LAST
+        | op::WRITE_LAST_IMM => len != 0 && len <= mtu,
+        op::SEND_ONLY
+        | op::SEND_ONLY_IMM
+        | op::SEND_ONLY_INV
+        | op::WRITE_ONLY
+        | op::WRITE_ONLY_IMM => len <= mtu,
+        _ => true,
     }
 }
 
@@ -453,6 +485,48 @@ mod tests {
                 proptest::prop_assert_eq!(read_request_answered(done, count), done == index + again);
             }
         }
+    }
+
+    proptest::proptest! {
+        /// Every packet of a message cut as the requester cuts it passes
+        /// the responder's length rule, and one byte more or less fails it
+        /// where the rule is exact.
+        #[test]
+        fn messages_cut_at_the_mtu_pass_the_length_rule(
+            len in 0u64..100_000,
+            mtu_enum in 1u32..=5,
+            kind in proptest::sample::select(vec![Kind::Send, Kind::SendImm, Kind::SendInv, Kind::Write, Kind::WriteImm]),
+        ) {
+            let mtu = 128u32 << mtu_enum;
+            let count = packets(len, mtu);
+            for i in 0..count {
+                let off = u64::from(i) * u64::from(mtu);
+                let n = (len - off).min(u64::from(mtu)) as usize;
+                let o = opcode(kind, i, count);
+                proptest::prop_assert!(request_len_ok(o, n, mtu));
+                proptest::prop_assert!(!request_len_ok(o, mtu as usize + 1, mtu));
+                if i + 1 < count {
+                    proptest::prop_assert!(!request_len_ok(o, n - 1, mtu));
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pkeys() {
+        assert!(pkey_ok(0xffff) && pkey_ok(0x7fff));
+        assert!(!pkey_ok(0) && !pkey_ok(0x8000) && !pkey_ok(0x1234) && !pkey_ok(0xfffe));
+    }
+
+    #[test]
+    fn request_lengths() {
+        assert!(!request_len_ok(op::SEND_LAST, 0, 256));
+        assert!(request_len_ok(op::SEND_ONLY, 0, 256));
+        assert!(request_len_ok(op::WRITE_ONLY_IMM, 0, 256));
+        assert!(!request_len_ok(op::WRITE_FIRST, 100, 256));
+        assert!(!request_len_ok(op::SEND_MIDDLE, 4096, 1024));
+        assert!(request_len_ok(op::READ_REQUEST, 0, 256));
+        assert!(request_len_ok(op::FETCH_ADD, 0, 256));
     }
 
     #[test]

@@ -607,11 +607,12 @@ impl Qp {
     }
 
     /// Takes the next receive WQE for a SEND or a WRITE with immediate: its
-    /// SGEs checked for local write. `None`: the RQ is empty (RNR). The RQ's
+    /// SGEs checked for local write (a failure gives the WQE's wr_id and
+    /// the completion's status). `None`: the RQ is empty (RNR). The RQ's
     /// WQE stays posted until [`Qp::consume_recv`]; an SRQ's is consumed
     /// now (another QP must not take it), its lkeys checked against the
     /// SRQ's PD.
-    pub(crate) fn take_recv(&self, rq: &mut RecvSide) -> Option<Result<(u64, Sgl), u32>> {
+    pub(crate) fn take_recv(&self, rq: &mut RecvSide) -> Option<Result<(u64, Sgl), (u64, u32)>> {
         if let Some(srq) = &self.srq {
             return srq.take(self.keys.get());
         }
@@ -620,7 +621,7 @@ impl Qp {
         }
         let w = wqe::RecvWqe::parse(&rq.wqe)?;
         if w.num_sge > self.max_recv_sge {
-            return Some(Err(b::ib_wc_status_IB_WC_LOC_LEN_ERR));
+            return Some(Err((w.wr_id, b::ib_wc_status_IB_WC_LOC_LEN_ERR)));
         }
         Some(
             Sgl::build(
@@ -631,7 +632,8 @@ impl Qp {
                 w.num_sge,
                 access::LOCAL_WRITE,
             )
-            .map(|sgl| (w.wr_id, sgl)),
+            .map(|sgl| (w.wr_id, sgl))
+            .map_err(|status| (w.wr_id, status)),
         )
     }
 

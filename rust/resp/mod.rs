@@ -369,6 +369,14 @@ fn request(
 ) -> Reply {
     let h = &pkt.hdr;
     let o = h.opcode;
+    // Lengths before anything is taken or placed (C9-92, C9-94): the
+    // sender cuts a message at the path MTU (the hand-over's own size
+    // between QPs of this device), and no DMA is longer than 2 GiB.
+    if !packet::request_len_ok(o, pkt.payload.len(), attrs.packet_mtu())
+        || h.reth.is_some_and(|r| r.len > packet::MAX_DMA_LEN)
+    {
+        return fatal(qp, rq, Nak::InvalidRequest);
+    }
     match o {
         op::SEND_FIRST | op::SEND_ONLY | op::SEND_ONLY_IMM | op::SEND_ONLY_INV => {
             if rq.progress.is_some() {
@@ -376,8 +384,8 @@ fn request(
             }
             match qp.take_recv(rq) {
                 None => return Reply::Nak(Nak::Rnr),
-                Some(Err(status)) => {
-                    let cqe = qp.cqe(0, status, b::ib_wc_opcode_IB_WC_RECV, 0);
+                Some(Err((wr_id, status))) => {
+                    let cqe = qp.cqe(wr_id, status, b::ib_wc_opcode_IB_WC_RECV, 0);
                     complete_recv(qp, rq, cqe, false);
                     return fatal(qp, rq, Nak::RemoteOperational);
                 }

@@ -225,6 +225,33 @@ pub(super) fn write_data(
     pkt: &Packet,
     cache: &mut MrCache,
 ) -> Reply {
+    let o = pkt.hdr.opcode;
+    if !matches!(rq.progress, Some(Progress::Write { .. })) {
+        return fatal(qp, rq, Nak::InvalidRequest);
+    }
+    // A WRITE with immediate takes its receive before its last bytes are
+    // placed (as rxe): an SRQ's last WQE may go to another QP after the
+    // request's RNR check, and this QP then waits for another (RNR) rather
+    // than failing with its data placed.
+    let recv = if has_imm(o) {
+        match qp.take_recv(rq) {
+            None => {
+                // Sent again from this packet: a WRITE_ONLY starts anew.
+                if packet::starts_message(o) {
+                    rq.progress = None;
+                }
+                return Reply::Nak(Nak::Rnr);
+            }
+            Some(Err((wr_id, status))) => {
+                let cqe = qp.cqe(wr_id, status, b::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM, 0);
+                complete_recv(qp, rq, cqe, false);
+                return fatal(qp, rq, Nak::RemoteOperational);
+            }
+            Some(Ok((wr_id, _sgl))) => Some(wr_id),
+        }
+    } else {
+        None
+    };
     let len = pkt.payload.len() as u64;
     let (placed, total) = match &mut rq.progress {
         Some(Progress::Write {
@@ -234,7 +261,11 @@ pub(super) fn write_data(
             received,
         }) => {
             let iova = va.wrapping_add(*received);
-            let placed = if *received + len > *total {
+            // The last packet brings exactly what the RETH announced is
+            // left, the others less (a WRITE_ONLY_IMM of no bytes must not
+            // complete as if its RETH's length had been placed).
+            let end = *received + len;
+            let placed = if end > *total || is_last(o) != (end == *total) {
                 Err(Nak::InvalidRequest)
             } else if len > 0
                 && !cached_remote(qp, cache, *rkey, iova, len, access::REMOTE_WRITE)
@@ -247,19 +278,25 @@ pub(super) fn write_data(
             };
             (placed, *total)
         }
-        _ => return fatal(qp, rq, Nak::InvalidRequest),
+        _ => (Err(Nak::InvalidRequest), 0),
     };
     if let Err(nak) = placed {
+        // The receive taken completes with the error, as rxe's.
+        if let Some(wr_id) = recv {
+            let status = match nak {
+                Nak::RemoteAccess => b::ib_wc_status_IB_WC_REM_ACCESS_ERR,
+                _ => b::ib_wc_status_IB_WC_REM_INV_REQ_ERR,
+            };
+            let cqe = qp.cqe(wr_id, status, b::ib_wc_opcode_IB_WC_RECV_RDMA_WITH_IMM, 0);
+            complete_recv(qp, rq, cqe, false);
+        }
         return fatal(qp, rq, nak);
     }
-    if !is_last(pkt.hdr.opcode) {
+    if !is_last(o) {
         return Reply::Ack;
     }
     rq.progress = None;
-    if has_imm(pkt.hdr.opcode) {
-        let Some(Ok((wr_id, _sgl))) = qp.take_recv(rq) else {
-            return fatal(qp, rq, Nak::RemoteOperational);
-        };
+    if let Some(wr_id) = recv {
         let mut cqe = qp.cqe(
             wr_id,
             b::ib_wc_status_IB_WC_SUCCESS,

@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 ktap_print_header
-ktap_set_plan 31
+ktap_set_plan 32
 before=$(pins)
 
 # 1. One device, every packet through the wire path: the data-path cases
@@ -112,10 +112,16 @@ check "a READ asked for again (late, at once, then paced with the QP destroyed):
 check "oxe_read_pace: a READ asked for again from a gap of 590 packets, once answered, is paced" \
 	grep -q "qpn=$qpn READ again from psn=10:" /tmp/read_pace.trace
 
-# A packet for a connected QP of oxeB from an address of the link that is
-# not its peer's: dropped and counted on the QP; the peer's is taken.
-check "a SEND from an address not the QP's peer is dropped and counted on its QP" \
-	ip netns exec B python3 tests/wrong_source.py oxeB "$gb" 10.9.0.2 10.9.0.1 10.9.0.77 A
+# Packets for a connected QP of oxeB from an address of the link that is
+# not its peer's, of another partition, or to another address of vb:
+# dropped and counted on the QP; the peer's is taken.
+check "a SEND from another address, P_Key or to another address is dropped and counted on its QP" \
+	ip netns exec B python3 tests/wrong_source.py oxeB "$gb" 10.9.0.2 10.9.0.1 10.9.0.77 \
+	10.9.0.3 vb A
+
+# Requests whose lengths do not add up: NAKed, nothing placed or completed.
+check "requests whose lengths do not add up are NAKed (invalid request), nothing placed" \
+	ip netns exec B python3 tests/bad_lengths.py oxeB "$gb" 10.9.0.2 10.9.0.1 A
 
 # 5. A namespace deleted with its device still there: the device goes with
 # its netdev, and the socket with it.
