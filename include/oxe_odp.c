@@ -93,6 +93,25 @@ static bool oxe_odp_in(struct ib_umem_odp *odp, u64 va, u64 len)
 	return va >= ib_umem_start(odp) && len <= ib_umem_end(odp) - va;
 }
 
+/*
+ * Under the lock, with [va, va + len) present and writable: the caller is
+ * about to write it through the kernel's mapping, which leaves the user PTE
+ * clean, and the core marks dirty only pages it DMA-mapped, which a
+ * software device never does. Unmarked, reclaim could drop what a WRITE or
+ * a RECV put in a clean swap-cache or file page. (Marked here, where the
+ * entries are known good, not in the notifier, which may meet an entry a
+ * failing fault is about to clear.)
+ */
+static void oxe_odp_dirty(struct ib_umem_odp *odp, u64 va, u64 len)
+{
+	u64 first = (va - ib_umem_start(odp)) >> PAGE_SHIFT;
+	u64 last = (va + len - 1 - ib_umem_start(odp)) >> PAGE_SHIFT;
+	u64 i;
+
+	for (i = first; i <= last; i++)
+		set_page_dirty(compound_head(hmm_pfn_to_page(odp->map.pfn_list[i])));
+}
+
 /* Under the lock: every page of [va, va + len) mapped (writable if @write). */
 static bool oxe_odp_present(struct ib_umem_odp *odp, u64 va, u64 len, bool write)
 {
@@ -118,8 +137,11 @@ int oxe_odp_lock(struct ib_umem_odp *odp, u64 va, u64 len, bool write, bool faul
 	if (write && !odp->umem.writable)
 		return -EACCES;
 	mutex_lock(&odp->umem_mutex);
-	if (oxe_odp_present(odp, va, len, write))
+	if (oxe_odp_present(odp, va, len, write)) {
+		if (write)
+			oxe_odp_dirty(odp, va, len);
 		return 0;
+	}
 	mutex_unlock(&odp->umem_mutex);
 	if (!fault)
 		return -EAGAIN;
@@ -131,12 +153,28 @@ int oxe_odp_lock(struct ib_umem_odp *odp, u64 va, u64 len, bool write, bool faul
 	 */
 	ret = ib_umem_odp_map_dma_and_lock(odp, va, len,
 					   write ? HMM_PFN_WRITE : 0, true);
-	if (ret < 0)
+	if (ret < 0) {
+		/*
+		 * hmm_range_fault() fills pfn_list without the lock and, when
+		 * it fails part way (a page unmapped, or read-only for a
+		 * write), nothing checks the notifier's sequence: an entry it
+		 * read before an invalidation and stored after it would stay
+		 * VALID for a page the mm has freed, and the next access would
+		 * use it. Forget the range; no access reads it meanwhile (the
+		 * MR's chunk lock serialises them with this fault).
+		 */
+		mutex_lock(&odp->umem_mutex);
+		ib_umem_odp_unmap_dma_pages(odp, ALIGN_DOWN(va, BIT(odp->page_shift)),
+					    ALIGN(va + len, BIT(odp->page_shift)));
+		mutex_unlock(&odp->umem_mutex);
 		return ret;
+	}
 	if (!oxe_odp_present(odp, va, len, write)) {
 		mutex_unlock(&odp->umem_mutex);
 		return -EFAULT;
 	}
+	if (write)
+		oxe_odp_dirty(odp, va, len);
 	return 0;
 }
 
