@@ -62,7 +62,10 @@ pub(crate) fn settle(qp: &Arc<Qp>, sq: &mut SendSide) {
 
 fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCache) {
     let h = &pkt.hdr;
-    // Anything at or before `una - 1` was dealt with already.
+    // Anything at or before `una - 1` was dealt with already. A NAK names a
+    // PSN that was sent: one for a PSN not sent yet (stale, from before a
+    // RESET, or forged) fails, rewinds or holds back nothing, as in rxe.
+    let sent = packet::psn_diff(h.psn, sent_limit(sq)) < 0;
     match h.opcode {
         op::ACKNOWLEDGE => match h.aeth {
             Some(Syndrome::Ack) => {
@@ -72,7 +75,7 @@ fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCache) 
             Some(Syndrome::Rnr(code)) => {
                 qp.count(Counter::RcvdRnrErr);
                 ack_through(qp, sq, packet::psn_add(h.psn, packet::PSN_MASK));
-                if h.psn == sq.una {
+                if h.psn == sq.una && sent {
                     rnr(qp, sq, code);
                 }
             }
@@ -81,14 +84,14 @@ fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCache) 
                 ack_through(qp, sq, packet::psn_add(h.psn, packet::PSN_MASK));
                 // The responder expects `psn`: send again from there, unless
                 // an RNR wait will do so.
-                if h.psn == sq.una && !sq.rnr_wait {
+                if h.psn == sq.una && sent && !sq.rnr_wait {
                     ib::trace::retransmit(qp.qpn, sq.una, c"sequence NAK", sq.retries);
                     rewind(sq);
                 }
             }
             Some(Syndrome::Nak(nak)) => {
                 ack_through(qp, sq, packet::psn_add(h.psn, packet::PSN_MASK));
-                if h.psn == sq.una && head_holds(sq, h.psn) {
+                if h.psn == sq.una && sent && head_holds(sq, h.psn) {
                     fail(qp, sq, nak_status(nak));
                 }
             }

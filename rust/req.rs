@@ -109,12 +109,19 @@ fn turn(qp: &Arc<Qp>, mut sq: kernel::sync::MutexGuard<'_, SendSide>) {
         comp::arm_retry(qp, &mut sq, &attrs);
     }
     more |= !qp.inbox.lock().responses.is_empty() || sq.peer_full;
+    let drained = attrs.state == STATE_SQD && sq.draining && sq.inflight.is_empty();
+    if drained {
+        sq.draining = false;
+    }
     // A flow that waits for its window (WQEs still in flight) goes on: the
     // response that opens the window queues the next turn, which keeps the
     // streak's priority (`yield_ms`); a streak that ended there at each
     // full window kept a flood on the high-priority queue for good.
     let done = sq.inflight.is_empty();
     drop(sq);
+    if drained {
+        qp.event(b::ib_event_type_IB_EVENT_SQ_DRAINED);
+    }
     if more {
         qp.requeue();
     } else if done {
@@ -640,8 +647,9 @@ fn local_sgl(qp: &Qp, sq: &SendSide, num: u32, rights: u32) -> Result<Sgl, u32> 
 /// in rdma_rxe.
 fn local_op(qp: &Qp, w: &SendWqe) -> u32 {
     let res = match w.opcode {
-        // A UD or UC QP binds no window (o10-37.2.13: RC only).
-        wr::BIND_MW if !qp.reliable() => false,
+        // A UD QP binds no window; RC and UC do, as rdma_rxe's (librxe
+        // offers IBV_QP_EX_WITH_BIND_MW on both).
+        wr::BIND_MW if qp.ud() => false,
         wr::BIND_MW => crate::mw::bind(qp.mws.get(), qp.keys.get(), qp.pd, qp.uid, w),
         wr::LOCAL_INV => crate::mw::invalidate(qp.keys.get(), qp.mws.get(), w.ex, qp.pd),
         // Kernel QPs only: a user could write any key into its ring.

@@ -144,6 +144,17 @@ impl Sgl {
         })
     }
 
+    /// No buffers: a receive a WRITE with immediate consumes, whose SGEs
+    /// no byte reaches and so are not looked at (as rxe).
+    pub(crate) fn none(pd: PdId) -> Sgl {
+        Sgl {
+            segs: KVec::new(),
+            pd,
+            rights: 0,
+            total: 0,
+        }
+    }
+
     /// Runs `f(mr, iova, range of the buffer)` over the SGEs that hold
     /// message bytes `[off, off + len)`, each MR looked up and checked again
     /// for its part. False if one is gone or no longer allows it.

@@ -218,8 +218,9 @@ impl Srq {
     /// Takes (consumes) the next receive WQE for a message, its SGEs checked
     /// for local write under the SRQ's PD: `None` if the SRQ is empty.
     /// A WQE naming more SGEs than the SRQ has, or a bad lkey, is consumed
-    /// and fails with the status the QP's receive completes with.
-    pub(crate) fn take(&self, keys: &Keys) -> Option<Result<(u64, Sgl), (u64, u32)>> {
+    /// and fails with the status the QP's receive completes with. Without
+    /// `sges` (a WRITE with immediate) the SGEs are not looked at.
+    pub(crate) fn take(&self, keys: &Keys, sges: bool) -> Option<Result<(u64, Sgl), (u64, u32)>> {
         let mut guard = self.ring.lock();
         let r = &mut *guard;
         if !r.queue.peek_into(&mut r.wqe) {
@@ -236,6 +237,9 @@ impl Srq {
         let Some(w) = wqe::RecvWqe::parse(&r.wqe) else {
             return Some(Err((0, b::ib_wc_status_IB_WC_LOC_QP_OP_ERR)));
         };
+        if !sges {
+            return Some(Ok((w.wr_id, Sgl::none(self.pd))));
+        }
         if w.num_sge > self.max_sge {
             return Some(Err((w.wr_id, b::ib_wc_status_IB_WC_LOC_LEN_ERR)));
         }

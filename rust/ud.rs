@@ -64,7 +64,7 @@ pub(crate) fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut
         qp.count_drop(Counter::QkeyViolations, h.psn, c"wrong Q_Key");
         return;
     }
-    let Some(taken) = qp.take_recv(rq) else {
+    let Some(taken) = qp.take_recv(rq, true) else {
         // No receive posted: UD drops it (class D), as rxe does.
         qp.count_drop(Counter::RcvDrops, h.psn, c"no receive posted");
         return;

@@ -113,4 +113,5 @@ for n in range(5):
     qp.close()
     mr.close()
     cq.close()
+ctx.close()
 sys.exit(1 if fails else 0)

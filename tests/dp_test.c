@@ -778,6 +778,102 @@ TEST_F(dp, recv_with_a_bad_lkey_completes_with_its_wr_id)
 	EXPECT_EQ(77, wc.wr_id);
 }
 
+/*
+ * A WRITE with immediate consumes a receive but places nothing in it: the
+ * receive's SGEs are not looked at (as rxe's), so a bad lkey there is no
+ * error.
+ */
+TEST_F(dp, write_with_immediate_ignores_the_receive_buffers)
+{
+	struct ibv_sge sge = { (uintptr_t)self->a.buf, 64, self->a.mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = 1, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE_WITH_IMM,
+		.send_flags = IBV_SEND_SIGNALED, .imm_data = htonl(0x77),
+		.wr.rdma = { (uintptr_t)self->b.buf, self->b.mr->rkey },
+	}, *bad;
+	struct ibv_wc wc;
+
+	ASSERT_EQ(0, post_recv(self->b.qp, self->b.buf, 100, self->b.mr->lkey ^ 0x55, 8));
+	ASSERT_EQ(0, ibv_post_send(self->a.qp, &wr, &bad));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	EXPECT_EQ(IBV_WC_RECV_RDMA_WITH_IMM, wc.opcode);
+	EXPECT_EQ(8, wc.wr_id);
+	EXPECT_EQ(64, wc.byte_len);
+}
+
+/*
+ * Caps and attributes as rxe takes them: a QP that sends nothing
+ * (max_send_wr 0); a QP on an SRQ whose receive caps are past the RQ's
+ * limits (it has no RQ); min_rnr_timer is a 5-bit code, 32 is EINVAL.
+ */
+TEST_F(dp, qp_caps_and_min_rnr_timer)
+{
+	struct ibv_srq_init_attr sa = { .attr = { .max_wr = 4, .max_sge = 1 } };
+	struct ibv_srq *srq = ibv_create_srq(self->a.pd, &sa);
+	struct ibv_qp_init_attr qia = {
+		.send_cq = self->a.cq, .recv_cq = self->a.cq, .qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 0, .max_recv_wr = 4, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct ibv_qp_attr qa = { .min_rnr_timer = 32 };
+	struct ibv_qp *qp;
+
+	ASSERT_NE(NULL, srq);
+	qp = ibv_create_qp(self->a.pd, &qia);
+	ASSERT_NE(NULL, qp) TH_LOG("max_send_wr 0: %s", strerror(errno));
+	ibv_destroy_qp(qp);
+	qia.cap.max_send_wr = 4;
+	qia.cap.max_recv_wr = 1 << 30;
+	qia.cap.max_recv_sge = 1 << 10;
+	qia.srq = srq;
+	qp = ibv_create_qp(self->a.pd, &qia);
+	ASSERT_NE(NULL, qp) TH_LOG("on an SRQ: %s", strerror(errno));
+	ibv_destroy_qp(qp);
+	EXPECT_EQ(EINVAL, ibv_modify_qp(self->b.qp, &qa, IBV_QP_MIN_RNR_TIMER));
+	qa.min_rnr_timer = 31;
+	EXPECT_EQ(0, ibv_modify_qp(self->b.qp, &qa, IBV_QP_MIN_RNR_TIMER));
+	ibv_destroy_srq(srq);
+}
+
+/*
+ * SQD, as rxe: IBV_EVENT_SQ_DRAINED once what the QP took before is done;
+ * a WQE posted in SQD waits, and goes once the QP is back in RTS.
+ */
+TEST_F(dp, sqd_raises_sq_drained)
+{
+	struct ibv_qp_attr qa = { .qp_state = IBV_QPS_SQD };
+	struct pollfd pfd = { .fd = self->ctx->async_fd, .events = POLLIN };
+	struct ibv_qp_init_attr qia;
+	struct ibv_async_event ev;
+	struct ibv_wc wc;
+
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_RDMA_WRITE, self->a.buf, 65536, self->a.mr->lkey,
+			  (uintptr_t)self->b.buf, self->b.mr->rkey, 1));
+	ASSERT_EQ(0, ibv_modify_qp(self->a.qp, &qa, IBV_QP_STATE));
+	ASSERT_EQ(1, poll(&pfd, 1, 5000)) TH_LOG("no async event");
+	ASSERT_EQ(0, ibv_get_async_event(self->ctx, &ev));
+	EXPECT_EQ(IBV_EVENT_SQ_DRAINED, ev.event_type);
+	EXPECT_EQ(self->a.qp, ev.element.qp);
+	ibv_ack_async_event(&ev);
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	ASSERT_EQ(0, ibv_query_qp(self->a.qp, &qa, IBV_QP_STATE, &qia));
+	EXPECT_EQ(IBV_QPS_SQD, qa.qp_state);
+	EXPECT_EQ(0, qa.sq_draining);
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_RDMA_WRITE, self->a.buf, 64, self->a.mr->lkey,
+			  (uintptr_t)self->b.buf, self->b.mr->rkey, 2));
+	usleep(200000);
+	EXPECT_EQ(0, ibv_poll_cq(self->a.cq, 1, &wc));
+	qa.qp_state = IBV_QPS_RTS;
+	ASSERT_EQ(0, ibv_modify_qp(self->a.qp, &qa, IBV_QP_STATE));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(2, wc.wr_id);
+}
+
 /* Polls @cq for one completion for up to @ms milliseconds. */
 static int poll_wc_ms(struct ibv_cq *cq, struct ibv_wc *wc, int ms)
 {

@@ -369,6 +369,56 @@ TEST_F(mw, type2_rebind_after_invalidate_and_send_with_invalidate)
 			  (uintptr_t)WIN(self), rkey));
 }
 
+/*
+ * A UC QP binds a type 2 window too, as rxe's (librxe offers BIND_MW on
+ * UC QPs): a WRITE through the window from its UC peer lands.
+ */
+TEST_F(mw, type2_bound_by_a_uc_qp)
+{
+	int acc = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_MW_BIND;
+	struct ibv_qp_init_attr qia = {
+		.qp_type = IBV_QPT_UC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct ibv_mw *mw = ibv_alloc_mw(self->pd, IBV_MW_TYPE_2);
+	struct ibv_cq *cq = ibv_create_cq(self->ctx, 16, NULL, NULL, 0);
+	struct ibv_sge sge = { (uintptr_t)self->src, 64, self->src_mr->lkey };
+	struct ibv_send_wr wr = {
+		.wr_id = 5, .sg_list = &sge, .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+		.send_flags = IBV_SEND_SIGNALED,
+	}, *bad;
+	struct ibv_qp *uc[2];
+	struct ibv_wc wc;
+	uint32_t rkey;
+
+	ASSERT_NE(NULL, mw);
+	ASSERT_NE(NULL, cq);
+	qia.send_cq = qia.recv_cq = cq;
+	for (int i = 0; i < 2; i++) {
+		uc[i] = ibv_create_qp(self->pd, &qia);
+		ASSERT_NE(NULL, uc[i]);
+	}
+	ASSERT_EQ(0, connect_uc(self->ctx, uc[0], uc[1]->qp_num, acc));
+	ASSERT_EQ(0, connect_uc(self->ctx, uc[1], uc[0]->qp_num, acc));
+	rkey = ibv_inc_rkey(mw->rkey);
+	ASSERT_EQ(IBV_WC_SUCCESS, bind2(uc[1], cq, mw, rkey, self->mr, WIN(self), WIN_LEN,
+					IBV_ACCESS_REMOTE_WRITE));
+	memset(self->src, 0x5a, 64);
+	wr.wr.rdma.remote_addr = (uintptr_t)WIN(self) + 128;
+	wr.wr.rdma.rkey = rkey;
+	ASSERT_EQ(0, ibv_post_send(uc[0], &wr, &bad));
+	ASSERT_EQ(1, wait_wc(cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	for (int t = 0; t < 2000 && WIN(self)[128 + 63] != 0x5a; t++)
+		usleep(1000);
+	EXPECT_EQ(0, memcmp(WIN(self) + 128, self->src, 64));
+	for (int i = 0; i < 2; i++)
+		ibv_destroy_qp(uc[i]);
+	ibv_dealloc_mw(mw);
+	ibv_destroy_cq(cq);
+}
+
 TEST_F(mw, type2_zero_based_window)
 {
 	struct ibv_mw *mw = ibv_alloc_mw(self->pd, IBV_MW_TYPE_2);

@@ -115,4 +115,5 @@ check(wc is not None and wc.status == e.IBV_WC_SUCCESS and wc.byte_len == 8,
 got = mr.read(8, 0)
 check(got == b"genuine!", f"the receive holds the peer's bytes: {got!r}")
 check(qp_attr(qp.qp_num, "rcv_drops") == 3, "and nothing more is dropped")
+ctx.close()
 sys.exit(1 if fails else 0)

@@ -165,6 +165,10 @@ pub(crate) struct SendSide {
     /// The requester's packets on the wire, sent together at the end of
     /// its turn (empty between turns).
     pub(crate) train: Train,
+    /// In SQD, WQEs taken before are still in flight: IB_EVENT_SQ_DRAINED
+    /// comes once they are done, and only then may the QP leave SQD but
+    /// for ERR (IBA 10.3.1, as rxe).
+    pub(crate) draining: bool,
 }
 
 impl SendSide {
@@ -188,6 +192,10 @@ pub(crate) struct RecvSide {
     pub(crate) wqe: KVec<u8>,
     /// A multi-packet SEND or WRITE in progress.
     pub(crate) progress: Option<flight::Progress>,
+    /// UC on an SRQ: the receive (wr_id and buffers) of a SEND cut short by
+    /// a loss, kept for this QP's next SEND, as a QP's own RQ keeps it posted
+    /// (IBA 9.7.5.1.7); the SRQ gave it away already.
+    pub(crate) kept: Option<(u64, Sgl)>,
     /// A READ being answered, a budget's worth of packets per run.
     pub(crate) read: Option<flight::ReadServe>,
     /// READ responses on the wire go at this pace once one was lost.
@@ -608,18 +616,29 @@ impl Qp {
 
     /// Takes the next receive WQE for a SEND or a WRITE with immediate: its
     /// SGEs checked for local write (a failure gives the WQE's wr_id and
-    /// the completion's status). `None`: the RQ is empty (RNR). The RQ's
+    /// the completion's status), unless `sges` is false (a WRITE with
+    /// immediate: no byte goes there). `None`: the RQ is empty (RNR). The RQ's
     /// WQE stays posted until [`Qp::consume_recv`]; an SRQ's is consumed
     /// now (another QP must not take it), its lkeys checked against the
     /// SRQ's PD.
-    pub(crate) fn take_recv(&self, rq: &mut RecvSide) -> Option<Result<(u64, Sgl), (u64, u32)>> {
+    pub(crate) fn take_recv(
+        &self,
+        rq: &mut RecvSide,
+        sges: bool,
+    ) -> Option<Result<(u64, Sgl), (u64, u32)>> {
         if let Some(srq) = &self.srq {
-            return srq.take(self.keys.get());
+            if let Some(k) = rq.kept.take() {
+                return Some(Ok(k));
+            }
+            return srq.take(self.keys.get(), sges);
         }
         if !rq.queue.peek_into(&mut rq.wqe) {
             return None;
         }
         let w = wqe::RecvWqe::parse(&rq.wqe)?;
+        if !sges {
+            return Some(Ok((w.wr_id, Sgl::none(self.pd))));
+        }
         if w.num_sge > self.max_recv_sge {
             return Some(Err((w.wr_id, b::ib_wc_status_IB_WC_LOC_LEN_ERR)));
         }
@@ -648,7 +667,7 @@ impl Qp {
     /// No receive is posted (RNR for a WRITE with immediate).
     pub(crate) fn recv_empty(&self, rq: &RecvSide) -> bool {
         match &self.srq {
-            Some(srq) => srq.is_empty(),
+            Some(srq) => rq.kept.is_none() && srq.is_empty(),
             None => rq.queue.is_empty(),
         }
     }
@@ -665,9 +684,14 @@ impl Qp {
             // A SEND in progress took its WQE from the SRQ: it is flushed
             // here, the SRQ's others stay for the other QPs. Then "last WQE
             // reached": nothing of the SRQ is this QP's any more.
-            if let Some(flight::Progress::Send { wr_id, .. }) = &rq.progress {
+            let in_progress = match &rq.progress {
+                Some(flight::Progress::Send { wr_id, .. }) => Some(*wr_id),
+                _ => None,
+            };
+            let kept = rq.kept.take().map(|(id, _)| id);
+            for wr_id in Iterator::chain(in_progress.into_iter(), kept) {
                 let cqe = self.cqe(
-                    *wr_id,
+                    wr_id,
                     b::ib_wc_status_IB_WC_WR_FLUSH_ERR,
                     b::ib_wc_opcode_IB_WC_RECV,
                     0,
@@ -740,12 +764,14 @@ impl Qp {
         sq.clear_inflight();
         sq.next = 0;
         sq.rnr_wait = false;
+        sq.draining = false;
         sq.rnr_tries = 0;
         sq.retries = 0;
         sq.answer_gap = None;
         sq.queue.discard_posted();
         rq.queue.discard_posted();
         rq.progress = None;
+        rq.kept = None;
         rq.read = None;
         rq.pace = Pace::new();
         rq.read_cut = None;

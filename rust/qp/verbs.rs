@@ -13,7 +13,7 @@ use kernel::time::hrtimer::HrTimer;
 
 use super::{
     mcast, Attrs, Inbox, Qp, QpTable, RecvSide, SendSide, AH_SIZE, INBOX, STATE_ERR, STATE_RESET,
-    STATE_RTS,
+    STATE_RTS, STATE_SQD,
 };
 use crate::access::PdId;
 use crate::ah::AhTable;
@@ -88,11 +88,13 @@ impl Qp {
             u.require_out::<b::rxe_create_qp_resp>()?;
         }
         let c = args.cap;
-        if c.max_send_wr == 0
-            || c.max_send_wr > params::MAX_QP_WR
-            || c.max_recv_wr > params::MAX_QP_WR
+        // A QP may send nothing (max_send_wr 0), as rxe's; a QP on an SRQ
+        // has no receive queue, so its receive caps are not looked at.
+        let srq_caps = args.srq.is_some();
+        if c.max_send_wr > params::MAX_QP_WR
+            || (!srq_caps && c.max_recv_wr > params::MAX_QP_WR)
             || c.max_send_sge > params::MAX_SGE
-            || c.max_recv_sge > params::MAX_SGE
+            || (!srq_caps && c.max_recv_sge > params::MAX_SGE)
             || c.max_inline_data > params::MAX_INLINE_DATA
         {
             return Err(EINVAL);
@@ -219,12 +221,14 @@ impl Qp {
                         peer_full: false,
                         unasked: 0,
                         train: Train::new(),
+                        draining: false,
                     }),
                     rq <- kernel::new_mutex!(RecvSide {
                         queue: rq,
                         epsn: 0,
                         wqe: rq_wqe,
                         progress: None,
+                        kept: None,
                         read: None,
                         pace: Pace::new(),
                         pace_wake: None,
@@ -329,6 +333,10 @@ impl Qp {
         if !ib::qp::transition_ok(self.qp_type, cur_state, new_state, mask) {
             return Err(EINVAL);
         }
+        if cur_state == STATE_SQD && sq.draining && new_state != STATE_SQD && new_state != STATE_ERR
+        {
+            return Err(EINVAL);
+        }
         if mask & b::ib_qp_attr_mask_IB_QP_PORT != 0 && a.port_num != 1 {
             return Err(EINVAL);
         }
@@ -346,6 +354,11 @@ impl Qp {
             return Err(EINVAL);
         }
         if mask & b::ib_qp_attr_mask_IB_QP_PATH_MTU != 0 && !(1..=5).contains(&a.path_mtu) {
+            return Err(EINVAL);
+        }
+        // A 5-bit code (IBA 9.7.5.2.8): a larger one would make RNR NAKs
+        // that cannot be encoded, and the peer would time out instead.
+        if mask & b::ib_qp_attr_mask_IB_QP_MIN_RNR_TIMER != 0 && a.min_rnr_timer > 31 {
             return Err(EINVAL);
         }
 
@@ -419,6 +432,11 @@ impl Qp {
             STATE_RESET => qp.reset(&mut sq, &mut rq),
             // WQEs posted while the QP drained (SQD) go out now.
             STATE_RTS => qp.schedule(),
+            // The send task raises SQ_DRAINED once nothing is in flight.
+            STATE_SQD if cur_state != STATE_SQD => {
+                sq.draining = true;
+                qp.schedule();
+            }
             _ => {}
         }
         Ok(())
@@ -452,6 +470,7 @@ impl Qp {
             // and the next one expected, not those modify_qp set.
             a.sq_psn = sq.psn;
             a.rq_psn = rq.epsn;
+            a.sq_draining = sq.draining.into();
             a.cap.max_send_wr = sq.queue.capacity();
             // A QP on an SRQ has no receive queue of its own.
             a.cap.max_recv_wr = if self.srq.is_some() {

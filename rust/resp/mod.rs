@@ -257,7 +257,7 @@ fn receive_uc(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &mut Packet, cache: &mut MrC
     }
     rq.epsn = packet::psn_add(psn, 1);
     if gap || rq.drop_msg {
-        rq.progress = None;
+        cut_short(qp, rq);
         if !packet::starts_message(opcode) {
             rq.drop_msg = true;
             return;
@@ -265,12 +265,23 @@ fn receive_uc(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &mut Packet, cache: &mut MrC
         rq.drop_msg = false;
     }
     if !matches!(request(qp, rq, &attrs, pkt, cache), Reply::Ack) {
-        rq.progress = None;
+        cut_short(qp, rq);
         rq.drop_msg = true;
     }
     if let Some((cqe, solicited)) = rq.completion.take() {
         if qp.rcq().post(&cqe, solicited).is_err() {
             qp.set_error(rq);
+        }
+    }
+}
+
+/// A UC message dropped part way: a SEND's receive stays for the next
+/// message, posted in the QP's RQ (never consumed) or kept by the QP if an
+/// SRQ gave it (rdma_rxe loses that one).
+fn cut_short(qp: &Qp, rq: &mut RecvSide) {
+    if let Some(Progress::Send { wr_id, sgl, .. }) = rq.progress.take() {
+        if qp.srq.is_some() {
+            rq.kept = Some((wr_id, sgl));
         }
     }
 }
@@ -382,7 +393,7 @@ fn request(
             if rq.progress.is_some() {
                 return fatal(qp, rq, Nak::InvalidRequest);
             }
-            match qp.take_recv(rq) {
+            match qp.take_recv(rq, true) {
                 None => return Reply::Nak(Nak::Rnr),
                 Some(Err((wr_id, status))) => {
                     let cqe = qp.cqe(wr_id, status, b::ib_wc_opcode_IB_WC_RECV, 0);

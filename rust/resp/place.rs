@@ -234,7 +234,7 @@ pub(super) fn write_data(
     // request's RNR check, and this QP then waits for another (RNR) rather
     // than failing with its data placed.
     let recv = if has_imm(o) {
-        match qp.take_recv(rq) {
+        match qp.take_recv(rq, false) {
             None => {
                 // Sent again from this packet: a WRITE_ONLY starts anew.
                 if packet::starts_message(o) {

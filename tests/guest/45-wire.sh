@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 ktap_print_header
-ktap_set_plan 32
+ktap_set_plan 34
 before=$(pins)
 
 # 1. One device, every packet through the wire path: the data-path cases
@@ -118,6 +118,14 @@ check "oxe_read_pace: a READ asked for again from a gap of 590 packets, once ans
 check "a SEND from another address, P_Key or to another address is dropped and counted on its QP" \
 	ip netns exec B python3 tests/wrong_source.py oxeB "$gb" 10.9.0.2 10.9.0.1 10.9.0.77 \
 	10.9.0.3 vb A
+
+# UC on an SRQ: a SEND cut short by a loss leaves its receive for the next.
+check "UC on an SRQ: a SEND cut short by a loss leaves its receive for the next message" \
+	ip netns exec B python3 tests/uc_srq_gap.py oxeB "$gb" 10.9.0.2 10.9.0.1 A
+
+# A NAK for a PSN not sent yet holds nothing back.
+check "an RNR NAK for a PSN not sent yet holds nothing back" \
+	ip netns exec B python3 tests/stale_nak.py oxeB "$gb" 10.9.0.2 10.9.0.1 A
 
 # Requests whose lengths do not add up: NAKed, nothing placed or completed.
 check "requests whose lengths do not add up are NAKed (invalid request), nothing placed" \

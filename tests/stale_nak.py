@@ -1,0 +1,61 @@
+#!/usr/bin/env python3
+# A NAK for a PSN the QP has not sent is stale (from before a RESET) or
+# forged: it must fail, rewind or hold back nothing (as rdma_rxe, whose
+# completer finds no WQE sent for it).
+#
+# An RC QP of DEV (pyverbs) connected to PEER_IP, with nothing posted, gets
+# an RNR NAK for its next PSN from the network namespace PEER_NS (hand-made,
+# roce.py). It used to be taken: the QP waited out an RNR timer (655 ms)
+# with nothing sent, holding back what was posted meanwhile, and counted a
+# retry against its rnr_retry of 1. Now `rdma -dd res show qp` shows no RNR
+# wait and no retry.
+#
+# Usage (in the QP's namespace): stale_nak.py DEV GID_INDEX LOCAL_IP PEER_IP PEER_NS
+import subprocess
+import sys
+import time
+
+import pyverbs.enums as e
+from pyverbs.cq import CQ
+from pyverbs.device import Context
+from pyverbs.pd import PD
+
+import roce
+
+dev, gid_index, local_ip, peer_ip, peer_ns = sys.argv[1], int(sys.argv[2]), *sys.argv[3:6]
+PEER_QPN, SQ_PSN = 0x4246, 500
+
+
+def qp_attr(qpn, name):
+    out = subprocess.run(["rdma", "-dd", "res", "show", "qp"], capture_output=True,
+                         text=True).stdout
+    for line in out.splitlines():
+        if f"link {dev}/1 lqpn {qpn} " in line:
+            words = line.split()
+            if f"drv_{name}" in words:
+                return int(words[words.index(f"drv_{name}") + 1])
+    return None
+
+
+tx = roce.in_namespace(peer_ns, roce.raw_socket)
+ctx = Context(name=dev)
+pd = PD(ctx)
+cq = CQ(ctx, 4)
+qp = roce.rc_qp(pd, cq, gid_index, peer_ip, PEER_QPN, sq_psn=SQ_PSN)
+fails = 0
+
+
+def check(ok, what):
+    global fails
+    print(f"# {'ok' if ok else 'FAILED'}: {what}")
+    fails += not ok
+
+
+tx.sendto(roce.packet(peer_ip, local_ip, roce.bth(roce.ACKNOWLEDGE, qp.qp_num, SQ_PSN)
+                      + roce.aeth(roce.RNR_655MS)), (local_ip, 0))
+time.sleep(0.3)
+wait, tries = qp_attr(qp.qp_num, "sq_rnr_wait"), qp_attr(qp.qp_num, "sq_rnr_retries")
+check(wait == 0 and tries == 0,
+      f"an RNR NAK for PSN {SQ_PSN}, not sent yet: sq_rnr_wait {wait}, sq_rnr_retries {tries}")
+ctx.close()
+sys.exit(1 if fails else 0)
