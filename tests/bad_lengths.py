@@ -34,14 +34,7 @@ SEND_ONLY, WRITE_FIRST, WRITE_LAST_IMM, WRITE_ONLY_IMM, READ = 0x04, 0x06, 0x09,
 NAK_INVALID = 0x61
 
 
-def sockets():
-    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    rx.bind((peer_ip, 4791))
-    rx.settimeout(0.2)
-    return rx, roce.raw_socket()
-
-
-rx, tx = roce.in_namespace(peer_ns, sockets)
+rx, tx = roce.peer_sockets(peer_ns, peer_ip)
 ctx = Context(name=dev)
 pd = PD(ctx)
 access = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ

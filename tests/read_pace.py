@@ -40,19 +40,10 @@ import roce
 dev, gid_index, local_ip, peer_ip, peer_ns = sys.argv[1], int(sys.argv[2]), *sys.argv[3:6]
 MTU, NPKTS, PEER_QPN = 256, 600, 0x4343
 SIZE = MTU * NPKTS
-SO_RCVBUFFORCE = 33
 
 
-def sockets():
-    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    # Every response of a READ fits: none lost on the way in here.
-    rx.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 16 << 20)
-    rx.bind((peer_ip, 4791))
-    rx.settimeout(0.2)
-    return rx, roce.raw_socket()
-
-
-rx, tx = roce.in_namespace(peer_ns, sockets)
+# Every response of a READ fits: none lost on the way in here.
+rx, tx = roce.peer_sockets(peer_ns, peer_ip, rcvbuf=16 << 20)
 
 ctx = Context(name=dev)
 pd = PD(ctx)

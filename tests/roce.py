@@ -16,6 +16,7 @@ ACKNOWLEDGE = 0x11
 ACK = 0x1F  # AETH syndrome: ACK, no credit limit
 NAK_SEQ = 0x60  # AETH syndrome: NAK, PSN sequence error
 RNR_655MS = 0x20  # AETH syndrome: RNR NAK, timer code 0 (655.36 ms)
+SO_RCVBUFFORCE = 33
 
 
 def bth(opcode, qpn, psn, ack_req=False, pkey=0xFFFF):
@@ -65,6 +66,34 @@ def packet(src, dst, ib, icrc_xor=0, sport=0xC000):
 
 def raw_socket():
     return socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+
+
+def peer_sockets(ns, peer_ip, rcvbuf=0):
+    """A scripted peer's sockets, made in network namespace ns: UDP at
+    peer_ip:4791 (0.2 s timeout; a receive buffer of rcvbuf bytes if given)
+    to hear the QP, and a raw one to answer it."""
+    def make():
+        rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        if rcvbuf:
+            rx.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, rcvbuf)
+        rx.bind((peer_ip, 4791))
+        rx.settimeout(0.2)
+        return rx, raw_socket()
+    return in_namespace(ns, make)
+
+
+def qp_attr(dev, qpn, name):
+    """Driver attribute `name` of QP `qpn` of `dev` in `rdma -dd res show qp`
+    (drv_NAME), or None."""
+    import subprocess
+    out = subprocess.run(["rdma", "-dd", "res", "show", "qp"], capture_output=True,
+                         text=True).stdout
+    for line in out.splitlines():
+        if f"link {dev}/1 lqpn {qpn} " in line:
+            words = line.split()
+            if f"drv_{name}" in words:
+                return int(words[words.index(f"drv_{name}") + 1])
+    return None
 
 
 def in_namespace(ns, fn):

@@ -42,14 +42,7 @@ NAK_AT, STALE_ACK = SQ_PSN + 50, SQ_PSN + 127
 LAST = SQ_PSN + NPKTS - 1
 
 
-def sockets():
-    rx = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-    rx.bind((peer_ip, 4791))
-    rx.settimeout(0.2)
-    return rx, roce.raw_socket()
-
-
-rx, tx = roce.in_namespace(peer_ns, sockets)
+rx, tx = roce.peer_sockets(peer_ns, peer_ip)
 log = []
 
 

@@ -11,7 +11,6 @@
 # wait and no retry.
 #
 # Usage (in the QP's namespace): stale_nak.py DEV GID_INDEX LOCAL_IP PEER_IP PEER_NS
-import subprocess
 import sys
 import time
 
@@ -24,17 +23,6 @@ import roce
 
 dev, gid_index, local_ip, peer_ip, peer_ns = sys.argv[1], int(sys.argv[2]), *sys.argv[3:6]
 PEER_QPN, SQ_PSN = 0x4246, 500
-
-
-def qp_attr(qpn, name):
-    out = subprocess.run(["rdma", "-dd", "res", "show", "qp"], capture_output=True,
-                         text=True).stdout
-    for line in out.splitlines():
-        if f"link {dev}/1 lqpn {qpn} " in line:
-            words = line.split()
-            if f"drv_{name}" in words:
-                return int(words[words.index(f"drv_{name}") + 1])
-    return None
 
 
 tx = roce.in_namespace(peer_ns, roce.raw_socket)
@@ -54,7 +42,7 @@ def check(ok, what):
 tx.sendto(roce.packet(peer_ip, local_ip, roce.bth(roce.ACKNOWLEDGE, qp.qp_num, SQ_PSN)
                       + roce.aeth(roce.RNR_655MS)), (local_ip, 0))
 time.sleep(0.3)
-wait, tries = qp_attr(qp.qp_num, "sq_rnr_wait"), qp_attr(qp.qp_num, "sq_rnr_retries")
+wait, tries = roce.qp_attr(dev, qp.qp_num, "sq_rnr_wait"), roce.qp_attr(dev, qp.qp_num, "sq_rnr_retries")
 check(wait == 0 and tries == 0,
       f"an RNR NAK for PSN {SQ_PSN}, not sent yet: sq_rnr_wait {wait}, sq_rnr_retries {tries}")
 ctx.close()

@@ -34,17 +34,6 @@ local_ip, peer_ip, spoof_ip, other_ip, netdev, peer_ns = sys.argv[3:9]
 PEER_QPN, SEND_ONLY = 0x4243, 0x04
 
 
-def qp_attr(qpn, name):
-    out = subprocess.run(["rdma", "-dd", "res", "show", "qp"], capture_output=True,
-                         text=True).stdout
-    for line in out.splitlines():
-        if f"link {dev}/1 lqpn {qpn} " in line:
-            words = line.split()
-            if f"drv_{name}" in words:
-                return int(words[words.index(f"drv_{name}") + 1])
-    return None
-
-
 def dev_stat(name):
     words = subprocess.run(["rdma", "statistic", "show", "link", f"{dev}/1"],
                            capture_output=True, text=True).stdout.split()
@@ -88,7 +77,7 @@ def check(ok, what):
 send(spoof_ip, b"spoofed!")
 wc = poll(cq, 1.0)
 check(wc is None, f"a SEND from {spoof_ip} completes nothing")
-n = qp_attr(qp.qp_num, "rcv_drops")
+n = roce.qp_attr(dev, qp.qp_num, "rcv_drops")
 check(n == 1, f"counted on QP {qp.qp_num}: drv_rcv_drops {n}, expected 1")
 d = dev_stat("rcv_drops")
 check(d == drops + 1, f"counted on {dev}: rcv_drops {drops} -> {d}")
@@ -98,13 +87,13 @@ send(peer_ip, b"elsewhr!", dst=other_ip)
 wc = poll(cq, 1.0)
 subprocess.run(["ip", "addr", "del", f"{other_ip}/24", "dev", netdev], check=True)
 check(wc is None, f"a SEND to {other_ip}, not the QP's address, completes nothing")
-n = qp_attr(qp.qp_num, "rcv_drops")
+n = roce.qp_attr(dev, qp.qp_num, "rcv_drops")
 check(n == 2, f"counted on QP {qp.qp_num}: drv_rcv_drops {n}, expected 2")
 
 send(peer_ip, b"partitn!", pkey=0x1234)
 wc = poll(cq, 1.0)
 check(wc is None, "a SEND with P_Key 0x1234 completes nothing")
-n = qp_attr(qp.qp_num, "rcv_drops")
+n = roce.qp_attr(dev, qp.qp_num, "rcv_drops")
 check(n == 3, f"counted on QP {qp.qp_num}: drv_rcv_drops {n}, expected 3")
 
 send(peer_ip, b"genuine!")
@@ -114,6 +103,6 @@ check(wc is not None and wc.status == e.IBV_WC_SUCCESS and wc.byte_len == 8,
       + (f"status {wc.status}, {wc.byte_len} bytes" if wc else "no completion in 5 s"))
 got = mr.read(8, 0)
 check(got == b"genuine!", f"the receive holds the peer's bytes: {got!r}")
-check(qp_attr(qp.qp_num, "rcv_drops") == 3, "and nothing more is dropped")
+check(roce.qp_attr(dev, qp.qp_num, "rcv_drops") == 3, "and nothing more is dropped")
 ctx.close()
 sys.exit(1 if fails else 0)
