@@ -180,14 +180,22 @@ void oxe_skb_consume(struct sk_buff *skb);
 /* The linear bytes from the IP header to the end. */
 const u8 *oxe_skb_network(struct sk_buff *skb, u32 *len);
 /*
- * Routes the packet and pushes its UDP and IP headers (IPv4 addresses are
- * the last 4 bytes of the 16): 0, -EHOSTUNREACH or -EAFNOSUPPORT. With
- * @id >= 0 it is a train's member (see oxe_skb_train_add): not routed, and
- * @id is its IPv4 ID; else an ID is chosen for it.
+ * Routes the packet out of interface @oif (0: @ndev) and pushes its UDP and
+ * IP headers (IPv4 addresses are the last 4 bytes of the 16): 0,
+ * -EHOSTUNREACH or -EAFNOSUPPORT. With @id >= 0 it is a train's member (see
+ * oxe_skb_train_add): not routed, and @id is its IPv4 ID; else an ID is
+ * chosen for it.
  */
-int oxe_skb_push_ip(struct sk_buff *skb, struct net_device *ndev, bool ipv6,
-		    const u8 saddr[16], const u8 daddr[16], u16 sport,
+int oxe_skb_push_ip(struct sk_buff *skb, struct net_device *ndev, int oif,
+		    bool ipv6, const u8 saddr[16], const u8 daddr[16], u16 sport,
 		    u8 tclass, u8 ttl, int id);
+/*
+ * The interface index of the net device a GID belongs to (a VLAN device's
+ * own, not its real device's); 0 once it is gone.
+ */
+int oxe_gid_attr_ifindex(const struct ib_gid_attr *attr);
+/* The VLAN a received packet came in on (its device's), or 0xffff. */
+u16 oxe_skb_vlan_id(const struct sk_buff *skb);
 /* Sends a packet made by oxe_skb_push_ip (consumes it). */
 int oxe_skb_send(struct sk_buff *skb);
 /* Packets a train may carry (see oxe_skb_train_add). */

@@ -20,6 +20,7 @@
 #include <net/netns/generic.h>
 #include <net/route.h>
 #include <net/udp_tunnel.h>
+#include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
 
 #include "oxe_helpers.h"
@@ -81,9 +82,12 @@ static struct socket *oxe_tunnel_open(struct net *net, bool ipv6)
 
 static void oxe_tunnel_close(struct socket **sock)
 {
-	if (*sock) {
-		udp_tunnel_sock_release((*sock)->sk);
-		*sock = NULL;
+	struct socket *s = *sock;
+
+	if (s) {
+		/* Senders read sock6 without the lock (oxe_skb_push_ip). */
+		WRITE_ONCE(*sock, NULL);
+		udp_tunnel_sock_release(s->sk);
 	}
 }
 
@@ -107,7 +111,7 @@ int oxe_net_get(struct net_device *ndev)
 		sock = oxe_tunnel_open(dev_net(ndev), true);
 		/* A kernel booted with ipv6.disable=1 has IPv4 only. */
 		if (!IS_ERR(sock))
-			ns->sock6 = sock;
+			WRITE_ONCE(ns->sock6, sock);
 		else if (PTR_ERR(sock) != -EAFNOSUPPORT) {
 			err = PTR_ERR(sock);
 			oxe_tunnel_close(&ns->sock4);
@@ -210,8 +214,26 @@ static void oxe_push_udp(struct sk_buff *skb, u16 sport)
 	uh->check = 0;
 }
 
-int oxe_skb_push_ip(struct sk_buff *skb, struct net_device *ndev, bool ipv6,
-		    const u8 saddr[16], const u8 daddr[16], u16 sport,
+int oxe_gid_attr_ifindex(const struct ib_gid_attr *attr)
+{
+	struct net_device *ndev;
+	int ifindex = 0;
+
+	rcu_read_lock();
+	ndev = rdma_read_gid_attr_ndev_rcu(attr);
+	if (!IS_ERR(ndev))
+		ifindex = ndev->ifindex;
+	rcu_read_unlock();
+	return ifindex;
+}
+
+u16 oxe_skb_vlan_id(const struct sk_buff *skb)
+{
+	return skb->dev && is_vlan_dev(skb->dev) ? vlan_dev_vlan_id(skb->dev) : 0xffff;
+}
+
+int oxe_skb_push_ip(struct sk_buff *skb, struct net_device *ndev, int oif,
+		    bool ipv6, const u8 saddr[16], const u8 daddr[16], u16 sport,
 		    u8 tclass, u8 ttl, int id)
 {
 	struct net *net = dev_net(ndev);
@@ -224,7 +246,8 @@ int oxe_skb_push_ip(struct sk_buff *skb, struct net_device *ndev, bool ipv6,
 		struct rtable *rt;
 		struct iphdr *iph;
 
-		fl.flowi4_oif = ndev->ifindex;
+		/* The GID's device: a VLAN's packets go out tagged, through it. */
+		fl.flowi4_oif = oif ? oif : ndev->ifindex;
 		memcpy(&fl.saddr, saddr + 12, 4);
 		memcpy(&fl.daddr, daddr + 12, 4);
 		fl.flowi4_proto = IPPROTO_UDP;
@@ -266,15 +289,19 @@ int oxe_skb_push_ip(struct sk_buff *skb, struct net_device *ndev, bool ipv6,
 		struct ipv6hdr *ip6h;
 		struct oxe_ns *ns = net_generic(net, oxe_net_id);
 
-		if (!ns->sock6)
+		/*
+		 * The socket only says IPv6 is up: it may be released under
+		 * us (its netdev unregistering), so the lookup goes without it.
+		 */
+		if (!READ_ONCE(ns->sock6))
 			return -EAFNOSUPPORT;
-		fl6.flowi6_oif = ndev->ifindex;
+		fl6.flowi6_oif = oif ? oif : ndev->ifindex;
 		memcpy(&fl6.saddr, saddr, 16);
 		memcpy(&fl6.daddr, daddr, 16);
 		fl6.flowi6_proto = IPPROTO_UDP;
 		memset(IP6CB(skb), 0, sizeof(*IP6CB(skb)));
 		if (id < 0) {
-			dst = ip6_dst_lookup_flow(net, ns->sock6->sk, &fl6, NULL);
+			dst = ip6_dst_lookup_flow(net, NULL, &fl6, NULL);
 			if (IS_ERR(dst))
 				return -EHOSTUNREACH;
 			if (dst->error) {

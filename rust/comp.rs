@@ -411,7 +411,8 @@ impl WorkItem<RNR> for Qp {
     }
 }
 
-/// The RNR timer: the receiver had time to post buffers; send again.
+/// The RNR timer: the receiver had time to post buffers; send again. It
+/// also ends the wait after a payload found no memory (`NOMEM_RETRY_NS`).
 pub(crate) fn rnr_timer(qp: &Arc<Qp>) {
     let mut sq = qp.sq.lock();
     if qp.is_dead() {

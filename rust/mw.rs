@@ -122,13 +122,15 @@ impl Window {
 
     /// Applies a checked bind: the window moves to `new`, on `mr` if bound.
     fn bind(&self, qp_pd: PdId, qp: u64, mr: Option<MrRef>, b: &Bind) -> bool {
-        // Only an MR of the window's PD is counted: a key of another
-        // process's MR must not make its dereg_mr fail with EBUSY. Once
+        // Only an MR of the window's PD, bound by a QP of that PD, is
+        // counted: a key of another process's window and MR must not make
+        // the MR's dereg_mr fail with EBUSY, even for a moment. Once
         // counted, its PD and rights are read again for the checks: a
         // re-registration (which freezes the count) then either failed with
         // EBUSY or is over. The MR refuses a new window once its
         // deregistration began.
         let mr = match mr {
+            Some(_) if qp_pd != self.pd => return false,
             Some(m) if m.window_view().is_none_or(|v| v.pd != self.pd) => return false,
             Some(m) if !m.bind_window() => return false,
             m => m,

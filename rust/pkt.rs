@@ -18,7 +18,13 @@ pub(crate) struct Packet {
     /// UD: the packet's IP header as a UD receive buffer gets it (from the
     /// wire, or made for a datagram handed over on this device).
     pub(crate) grh: Option<NetworkHdr>,
+    /// From the wire: the VLAN it came in on (`NO_VLAN` if none), which a
+    /// kernel datagram's completion reports (the core finds the GID to
+    /// answer from by it).
+    pub(crate) vlan: u16,
 }
+
+pub(crate) use crate::ib::skb::NO_VLAN;
 
 impl Packet {
     pub(crate) fn new(hdr: Hdr) -> Self {
@@ -30,6 +36,7 @@ impl Packet {
             hdr,
             payload,
             grh: None,
+            vlan: NO_VLAN,
         }
     }
 

@@ -21,7 +21,7 @@ use crate::packet::{self, op, AtomicEth, Deth, Feth, Hdr, Kind, Reth};
 use crate::params::{self, cost, ACK_EVERY, BUDGET, MAX_UNACKED_PSNS};
 use crate::pkt::{Gather, Packet, Payload};
 use crate::qp::flight::{Op, Pending, Source};
-use crate::qp::{Attrs, Qp, SendSide, SEND, STATE_ERR, STATE_RTS, STATE_SQD};
+use crate::qp::{Attrs, Qp, SendSide, RNR, SEND, STATE_ERR, STATE_RTS, STATE_SQD};
 use crate::sgl::{MrCache, Sgl};
 use crate::udp;
 use crate::wqe::{self, flags, wr, SendWqe};
@@ -109,9 +109,12 @@ fn turn(qp: &Arc<Qp>, mut sq: kernel::sync::MutexGuard<'_, SendSide>) {
         comp::arm_retry(qp, &mut sq, &attrs);
     }
     more |= !qp.inbox.lock().responses.is_empty() || sq.peer_full;
-    let drained = attrs.state == STATE_SQD && sq.draining && sq.inflight.is_empty();
-    if drained {
+    if attrs.state == STATE_SQD && sq.draining && sq.inflight.is_empty() {
         sq.draining = false;
+        // Under the SQ lock, which teardown takes last: once this turn let
+        // go of it, destroy may return and the core free the ib_qp (a turn
+        // on the normal-priority queue is not one that flush waits for).
+        qp.event(b::ib_event_type_IB_EVENT_SQ_DRAINED);
     }
     // A flow that waits for its window (WQEs still in flight) goes on: the
     // response that opens the window queues the next turn, which keeps the
@@ -119,9 +122,6 @@ fn turn(qp: &Arc<Qp>, mut sq: kernel::sync::MutexGuard<'_, SendSide>) {
     // full window kept a flood on the high-priority queue for good.
     let done = sq.inflight.is_empty();
     drop(sq);
-    if drained {
-        qp.event(b::ib_event_type_IB_EVENT_SQ_DRAINED);
-    }
     if more {
         qp.requeue();
     } else if done {
@@ -241,8 +241,14 @@ fn send_packets(
                 let n = (p.total - off.min(p.total)).min(u64::from(p.mtu)) as usize;
                 let payload = match src.gather(qp.keys.get(), cache, off, n) {
                     Ok(payload) => payload,
-                    // Treated as lost: the retransmit timer sends it again.
-                    Err(Gather::NoMem) => return Step::Blocked,
+                    // No memory for the payload: the send task tries again
+                    // shortly. Nothing of it went out, so no retransmit
+                    // timer would come for it (UC and UD have none), and the
+                    // QP stalled until the next post.
+                    Err(Gather::NoMem) => {
+                        qp.arm::<RNR>(params::NOMEM_RETRY_NS);
+                        return Step::Blocked;
+                    }
                     Err(Gather::Access) => {
                         // The source MR changed under the WQE (invalidated).
                         p.op = Op::Failed(b::ib_wc_status_IB_WC_LOC_PROT_ERR);
@@ -490,7 +496,14 @@ fn take(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) -> Take {
         };
     }
     let mut mtu = attrs.packet_mtu();
-    let (op, ud) = match prepare(qp, sq, &w) {
+    let prepared = prepare(qp, sq, &w);
+    if matches!(prepared, Err(crate::sgl::NO_MEMORY)) {
+        // Not taken: tried again shortly, as a payload that found no
+        // memory (rxe fails the WQE and the QP with LOC_QP_OP_ERR).
+        qp.arm::<RNR>(params::NOMEM_RETRY_NS);
+        return Take::Stop;
+    }
+    let (op, ud) = match prepared {
         Ok(op) if qp.ud() => match crate::ud::dest(qp, attrs, &w) {
             Ok(d) => (op, Some(d)),
             Err(status) => (Op::Failed(status), None),
@@ -616,7 +629,7 @@ fn prepare(qp: &Qp, sq: &SendSide, w: &SendWqe) -> Result<Op, u32> {
             .ok_or(b::ib_wc_status_IB_WC_LOC_LEN_ERR)?;
         let mut v = KVec::new();
         v.extend_from_slice(data, GFP_KERNEL)
-            .map_err(|_| b::ib_wc_status_IB_WC_LOC_QP_OP_ERR)?;
+            .map_err(|_| crate::sgl::NO_MEMORY)?;
         Source::Inline(v)
     } else {
         Source::Sgl(local_sgl(qp, sq, w.num_sge, 0)?)
@@ -654,8 +667,10 @@ fn local_op(qp: &Qp, w: &SendWqe) -> u32 {
         wr::LOCAL_INV => crate::mw::invalidate(qp.keys.get(), qp.mws.get(), w.ex, qp.pd),
         // Kernel QPs only: a user could write any key into its ring.
         _ if qp.user => false,
-        _ => mr::lookup_index(qp.keys.get(), w.mr_key)
-            .is_some_and(|m| m.fast_register(qp.pd, w.rkey, w.access).is_ok()),
+        _ => mr::lookup_index(qp.keys.get(), w.mr_key).is_some_and(|m| {
+            m.fast_register(qp.pd, w.rkey, w.access, w.remote_addr)
+                .is_ok()
+        }),
     };
     if res {
         b::ib_wc_status_IB_WC_SUCCESS

@@ -104,9 +104,24 @@ impl MrCache {
     }
 }
 
+/// Not a work completion status: an SGE list found no memory. The
+/// requester takes its WQE again shortly; a receive completes with
+/// LOC_QP_OP_ERR ([`recv_status`]).
+pub(crate) const NO_MEMORY: u32 = u32::MAX;
+
+/// `status` from [`Sgl::build`] as a receive completes with it.
+pub(crate) fn recv_status(status: u32) -> u32 {
+    if status == NO_MEMORY {
+        b::ib_wc_status_IB_WC_LOC_QP_OP_ERR
+    } else {
+        status
+    }
+}
+
 impl Sgl {
     /// Checks SGEs `0..num` of the WQE copy `w` (array at `base`) for
-    /// `rights` in `pd`. On failure, the work completion status to report.
+    /// `rights` in `pd`. On failure, the work completion status to report,
+    /// or [`NO_MEMORY`].
     pub(crate) fn build(
         keys: &Keys,
         pd: PdId,
@@ -115,8 +130,7 @@ impl Sgl {
         num: u32,
         rights: u32,
     ) -> Result<Sgl, u32> {
-        let mut segs = KVec::with_capacity(num as usize, GFP_KERNEL)
-            .map_err(|_| b::ib_wc_status_IB_WC_LOC_QP_OP_ERR)?;
+        let mut segs = KVec::with_capacity(num as usize, GFP_KERNEL).map_err(|_| NO_MEMORY)?;
         let mut total = 0u64;
         for i in 0..num {
             let s = wqe::sge(w, base, i).ok_or(b::ib_wc_status_IB_WC_LOC_LEN_ERR)?;
@@ -134,7 +148,7 @@ impl Sgl {
                 },
                 GFP_KERNEL,
             )
-            .map_err(|_| b::ib_wc_status_IB_WC_LOC_QP_OP_ERR)?;
+            .map_err(|_| NO_MEMORY)?;
         }
         Ok(Sgl {
             segs,

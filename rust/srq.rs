@@ -253,7 +253,7 @@ impl Srq {
                 access::LOCAL_WRITE,
             )
             .map(|sgl| (w.wr_id, sgl))
-            .map_err(|status| (w.wr_id, status)),
+            .map_err(|status| (w.wr_id, crate::sgl::recv_status(status))),
         )
     }
 

@@ -112,6 +112,7 @@ pub(crate) fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut
     cqe.src_qp = deth.src_qpn;
     cqe.wc_flags |= b::ib_wc_flags_IB_WC_GRH;
     cqe.network = network_type(grh);
+    cqe.vlan = pkt.vlan;
     if h.opcode == op::UD_SEND_ONLY_IMM {
         cqe.ex = h.ex;
         cqe.wc_flags |= b::ib_wc_flags_IB_WC_WITH_IMM;

@@ -100,6 +100,7 @@ pub(crate) fn send_train(qp: &Qp, train: &mut Train) {
 /// Takes a packet from the wire for the device whose QPs are `qps`. A
 /// packet dropped once its QP is known is counted there and is not an error.
 pub(crate) fn receive(qps: &QpTable, skb: Skb) -> Result<(), Dropped> {
+    let vlan = skb.vlan_id();
     let (hdr, off, len, saddr, daddr, grh) = {
         let l3 = skb.network();
         let f = ip::parse(l3).map_err(Dropped::Decode)?;
@@ -153,7 +154,7 @@ pub(crate) fn receive(qps: &QpTable, skb: Skb) -> Result<(), Dropped> {
         if !packet::pkey_ok(hdr.pkey) {
             return Err(Dropped::BadPkey);
         }
-        return multicast(qps, hdr, payload, &daddr, grh);
+        return multicast(qps, hdr, payload, &daddr, grh, vlan);
     }
     let qp = qps.get(hdr.qpn).ok_or(Dropped::UnknownQp)?;
     if !packet::pkey_ok(hdr.pkey) {
@@ -179,6 +180,7 @@ pub(crate) fn receive(qps: &QpTable, skb: Skb) -> Result<(), Dropped> {
     }
     let mut pkt = Packet::with(hdr, payload);
     pkt.grh = grh;
+    pkt.vlan = vlan;
     qp.deliver(pkt);
     Ok(())
 }
@@ -192,6 +194,7 @@ fn multicast(
     payload: Payload,
     mgid: &[u8; 16],
     grh: Option<NetworkHdr>,
+    vlan: u16,
 ) -> Result<(), Dropped> {
     if grh.is_none() {
         return Err(Dropped::UnknownQp);
@@ -208,11 +211,13 @@ fn multicast(
         if src.copy_to(&mut v) {
             let mut pkt = Packet::with(hdr, Payload::Bytes(v));
             pkt.grh = grh;
+            pkt.vlan = vlan;
             qp.deliver(pkt);
         }
     }
     let mut pkt = Packet::with(hdr, payload);
     pkt.grh = grh;
+    pkt.vlan = vlan;
     last.deliver(pkt);
     Ok(())
 }

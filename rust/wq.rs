@@ -11,7 +11,7 @@ use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 
 use kernel::prelude::*;
 use kernel::sync::atomic::{ordering, Atomic};
-use kernel::workqueue::{self, DelayedWork, RawWorkItem, Work};
+use kernel::workqueue::{self, DelayedWork, RawDelayedWorkItem, RawWorkItem, Work};
 
 use crate::bindings as b;
 
@@ -299,6 +299,30 @@ pub(crate) fn enqueue_on<W: RawWorkItem<ID>, const ID: u64>(
     }
     // SAFETY: a live workqueue (see `queue`); `queue_work_on` returns true only when it queued the work item `__enqueue` hands it, which stays valid while queued.
     Some(unsafe { w.__enqueue(move |work| kernel::bindings::queue_work_on(cpu, wq.cast(), work)) })
+}
+
+/// Queues delayed work `w` on oxe's queue to run after `delay`, or moves
+/// its timer to `delay` from now if it is pending; None if there is no queue
+/// (module exit).
+pub(crate) fn arm<W: RawDelayedWorkItem<ID>, const ID: u64>(
+    w: W,
+    delay: kernel::time::Jiffies,
+) -> Option<W::EnqueueOutput> {
+    let wq = WQ.load(Ordering::Acquire);
+    if wq.is_null() {
+        return None;
+    }
+    // SAFETY: a live workqueue (see `queue`), and `work` is the `work` field of a `delayed_work` (`RawDelayedWorkItem`), at offset 0 (asserted below). `mod_delayed_work_on` returns false when it queued the idle item, which then owns what `__enqueue` hands it until it runs, and true when the item was pending and only its timer moved: the pending instance keeps its own reference, and `__enqueue` gives this one back.
+    Some(unsafe {
+        w.__enqueue(move |work| {
+            !kernel::bindings::mod_delayed_work_on(
+                kernel::bindings::wq_misc_consts_WORK_CPU_UNBOUND as i32,
+                wq.cast(),
+                work.cast(),
+                delay,
+            )
+        })
+    })
 }
 
 /// Work is about to be queued on `cpu` (`None`: this CPU): a helper

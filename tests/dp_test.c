@@ -1177,6 +1177,39 @@ TEST(retry_exceeded_when_the_peer_never_answers)
 }
 
 /*
+ * A QP reset and connected again arms its retransmit timer with its new
+ * timeout. A timer armed before the reset (timeout 31: 2.4 hours) stayed
+ * pending, and the QP armed no other until it fired: the WRITE after the
+ * reconnect, to a peer that never answers, waited hours for its
+ * RETRY_EXC_ERR.
+ */
+TEST(retransmit_timer_after_a_reset)
+{
+	struct ibv_qp_attr r = { .qp_state = IBV_QPS_RESET };
+	struct ibv_context *ctx = open_dev();
+	struct side a, b;
+	struct ibv_wc wc;
+
+	ASSERT_NE(NULL, ctx);
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	ASSERT_EQ(0, setup_side(ctx, &a, pd, 16, ACC_ALL));
+	ASSERT_EQ(0, setup_side(ctx, &b, pd, 16, ACC_ALL));
+	/* B stays in RESET. */
+	ASSERT_EQ(0, connect_rc_timeout(ctx, a.qp, b.qp->qp_num, ACC_ALL, 7, 31, 2));
+	ASSERT_EQ(0, post(a.qp, IBV_WR_RDMA_WRITE, a.buf, 64, a.mr->lkey, (uintptr_t)b.buf,
+			  b.mr->rkey, 1));
+	/* Sent, and the 2.4-hour timer armed. */
+	usleep(100000);
+	ASSERT_EQ(0, ibv_modify_qp(a.qp, &r, IBV_QP_STATE));
+	ASSERT_EQ(0, connect_rc_timeout(ctx, a.qp, b.qp->qp_num, ACC_ALL, 7, 8, 2));
+	ASSERT_EQ(0, post(a.qp, IBV_WR_RDMA_WRITE, a.buf, 64, a.mr->lkey, (uintptr_t)b.buf,
+			  b.mr->rkey, 2));
+	ASSERT_EQ(1, wait_wc(a.cq, &wc)) TH_LOG("no completion: the old timer is still armed");
+	EXPECT_EQ(2, wc.wr_id);
+	EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+}
+
+/*
  * A process that exits with a WQE in flight to a peer that never answers, on
  * a QP whose ACK timeout is 0 (wait forever, as IB allows): the exit
  * deregisters the MR before it destroys the QP, and must not wait for the

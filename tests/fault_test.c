@@ -170,4 +170,100 @@ TEST(alloc_pd_under_allocation_faults)
 	sweep(_metadata, do_alloc_pd, "alloc_pd");
 }
 
+/*
+ * ibv_post_send under allocation faults, RC and UC: the send turn of a post
+ * into an empty flight runs in the poster's system call, where a fault can
+ * leave the WQE's SGE list or the payload of its first packet without
+ * memory. The WRITE must still complete, and successfully: a failed SGE
+ * list failed the WQE and the QP (LOC_QP_OP_ERR, as rxe), and after a
+ * failed payload nothing was sent, so no retransmit timer came for it (UC
+ * has none) and the QP stalled until the next post. A fault in the
+ * doorbell itself fails the post with the WQE in the ring, and the next
+ * post's doorbell takes both.
+ */
+static void post_sweep(struct __test_metadata *_metadata, enum ibv_qp_type type)
+{
+	struct ibv_context *ctx = open_dev();
+	struct ibv_pd *pd = ctx ? ibv_alloc_pd(ctx) : NULL;
+	char *src = malloc(65536), *dst = malloc(65536);
+	int injected = 0, failed_posts = 0;
+	struct ibv_cq *cq[2] = {};
+	struct ibv_qp *qp[2] = {};
+	struct ibv_mr *ms, *md;
+
+	ASSERT_NE(NULL, pd);
+	ASSERT_TRUE(src && dst);
+	ms = ibv_reg_mr(pd, src, 65536, IBV_ACCESS_LOCAL_WRITE);
+	md = ibv_reg_mr(pd, dst, 65536, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+	ASSERT_TRUE(ms && md);
+	for (int i = 0; i < 2; i++) {
+		struct ibv_qp_init_attr qia = {
+			.qp_type = type,
+			.cap = { .max_send_wr = 16, .max_recv_wr = 16, .max_send_sge = 1,
+				 .max_recv_sge = 1 },
+		};
+
+		cq[i] = ibv_create_cq(ctx, 64, NULL, NULL, 0);
+		ASSERT_NE(NULL, cq[i]);
+		qia.send_cq = qia.recv_cq = cq[i];
+		qp[i] = ibv_create_qp(pd, &qia);
+		ASSERT_NE(NULL, qp[i]);
+	}
+	for (int i = 0; i < 2; i++) {
+		int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+
+		if (type == IBV_QPT_RC) {
+			ASSERT_EQ(0, connect_rc(ctx, qp[i], qp[!i]->qp_num, access, 7));
+		} else {
+			ASSERT_EQ(0, connect_uc(ctx, qp[i], qp[!i]->qp_num, access));
+		}
+	}
+	if (arm(0))
+		SKIP(return, "no /proc/thread-self/fail-nth: fault injection is not built in");
+	for (int n = 1; n < 200; n++) {
+		int ret, f, want = 1;
+		struct ibv_wc wc;
+
+		ASSERT_EQ(0, arm(n));
+		ret = post(qp[0], IBV_WR_RDMA_WRITE, src, 65536, ms->lkey, (uintptr_t)dst,
+			   md->rkey, n);
+		f = fired();
+		if (ret) {
+			failed_posts++;
+			ASSERT_EQ(0, post(qp[0], IBV_WR_RDMA_WRITE, src, 65536, ms->lkey,
+					  (uintptr_t)dst, md->rkey, 1000 + n));
+			want = 2;
+		}
+		for (int i = 0; i < want; i++) {
+			ASSERT_EQ(1, wait_wc(cq[0], &wc))
+				TH_LOG("fault %d: the WRITE never completed", n);
+			EXPECT_EQ(IBV_WC_SUCCESS, wc.status)
+				TH_LOG("fault %d: %s", n, ibv_wc_status_str(wc.status));
+		}
+		if (!f)
+			break;
+		injected++;
+	}
+	TH_LOG("%d faults injected, %d failed the post", injected, failed_posts);
+	EXPECT_LT(0, injected);
+	for (int i = 0; i < 2; i++) {
+		ibv_destroy_qp(qp[i]);
+		ibv_destroy_cq(cq[i]);
+	}
+	ibv_dereg_mr(ms);
+	ibv_dereg_mr(md);
+	ibv_dealloc_pd(pd);
+	ibv_close_device(ctx);
+}
+
+TEST(rc_post_send_under_allocation_faults)
+{
+	post_sweep(_metadata, IBV_QPT_RC);
+}
+
+TEST(uc_post_send_under_allocation_faults)
+{
+	post_sweep(_metadata, IBV_QPT_UC);
+}
+
 TEST_HARNESS_MAIN

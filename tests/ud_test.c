@@ -244,8 +244,12 @@ TEST_F(ud, wrong_qkey_is_dropped_and_privileged_qkey_is_the_qps)
 {
 	struct ibv_wc wc;
 	long before = counter(self->ctx, "qkey_violations");
+	struct ibv_port_attr pa;
 
 	ASSERT_LE(0, before);
+	ASSERT_EQ(0, ibv_query_port(self->ctx, 1, &pa));
+	/* The port's count, as rxe keeps it (it stayed 0). */
+	EXPECT_EQ((uint32_t)before, pa.qkey_viol_cntr);
 	ASSERT_EQ(0, ud_recv(&self->b, self->b.buf, GRH + 64, 9));
 	ASSERT_EQ(0, ud_send(&self->a, self->ah, self->b.qp->qp_num, QKEY + 1, self->a.buf, 64,
 			     IBV_WR_SEND, 0, 1));
@@ -253,6 +257,8 @@ TEST_F(ud, wrong_qkey_is_dropped_and_privileged_qkey_is_the_qps)
 	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
 	EXPECT_TRUE(quiet(self->b.cq));
 	EXPECT_EQ(before + 1, counter(self->ctx, "qkey_violations"));
+	ASSERT_EQ(0, ibv_query_port(self->ctx, 1, &pa));
+	EXPECT_EQ((uint32_t)before + 1, pa.qkey_viol_cntr);
 	/* The QP's own count (`rdma -dd res show qp`), exact whatever else runs. */
 	EXPECT_EQ(1, qp_res(self->ctx, self->b.qp->qp_num, "qkey_violations"));
 	EXPECT_EQ(0, qp_res(self->ctx, self->a.qp->qp_num, "qkey_violations"));

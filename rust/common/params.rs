@@ -168,6 +168,10 @@ pub fn busy_streak(since: u64, now: u64, limit_ns: u64) -> (u64, bool) {
 /// message, so that its window keeps moving.
 pub const ACK_EVERY: u32 = 32;
 
+/// How long the requester waits to try again after a packet's payload found
+/// no memory.
+pub const NOMEM_RETRY_NS: u64 = 1_000_000;
+
 /// The RNR NAK timer field (IBA table 45) in nanoseconds: 0 is the longest,
 /// 655.36 ms; 1..=31 run from 0.01 ms to 491.52 ms.
 pub const fn rnr_timer_ns(code: u8) -> u64 {

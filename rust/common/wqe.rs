@@ -34,6 +34,10 @@ pub mod layout {
     pub const REG_MR: usize = WR;
     pub const REG_KEY: usize = WR + 8;
     pub const REG_ACCESS: usize = WR + 12;
+    /// oxe's own, past rxe's `reg` (kernel WQEs never reach user space):
+    /// the MR's iova when the WR was posted, which a client may set after
+    /// `ib_map_mr_sg` (NFS/RDMA puts its XID in the high bits, RDS zero).
+    pub const REG_IOVA: usize = WR + 16;
     /// The `mw` member (BIND_MW): the window's range, the MR's lkey, the
     /// window's key now and the key it gets, and the rights it grants.
     pub const MW_ADDR: usize = WR;
@@ -109,7 +113,8 @@ pub struct SendWqe {
     pub length: u32,
     pub num_sge: u32,
     /// REG_MR (kernel QPs only): the key the MR has now, and the access
-    /// rights it gets with its new key (`rkey`).
+    /// rights it gets with its new key (`rkey`) and its iova
+    /// (`remote_addr`).
     pub mr_key: u32,
     pub access: u32,
     /// SENDs of UD QPs: the destination QP, its Q_Key and the address
@@ -179,7 +184,9 @@ impl SendWqe {
             opcode,
             send_flags: u32_at(b, SEND_FLAGS),
             ex: u32_at(b, EX),
-            remote_addr: if reg || send || bind {
+            remote_addr: if reg {
+                u64_at(b, REG_IOVA)
+            } else if send || bind {
                 0
             } else if atomic {
                 u64_at(b, ATOMIC_REMOTE_ADDR)
@@ -285,6 +292,7 @@ pub fn write_send(
         put(b, REG_MR, &u64::from(w.mr_key).to_ne_bytes());
         put(b, REG_KEY, &w.rkey.to_ne_bytes());
         put(b, REG_ACCESS, &w.access.to_ne_bytes());
+        put(b, REG_IOVA, &w.remote_addr.to_ne_bytes());
     } else if matches!(w.opcode, wr::ATOMIC_CMP_AND_SWP | wr::ATOMIC_FETCH_AND_ADD) {
         put(b, ATOMIC_REMOTE_ADDR, &w.remote_addr.to_ne_bytes());
         put(b, ATOMIC_COMPARE_ADD, &w.compare_add.to_ne_bytes());
@@ -481,10 +489,12 @@ mod tests {
             rkey: 0x1207,
             mr_key: 0x1206,
             access: 0xf,
+            remote_addr: 0x1234_5678_0000_0200,
             ..Default::default()
         };
         write_send(&mut buf, &w, [].into_iter()).unwrap();
         assert_eq!(u32_at(&buf, 32), 0x1207);
+        assert_eq!(u64_at(&buf, 40), 0x1234_5678_0000_0200);
         assert_eq!(SendWqe::parse(&buf), Some(w));
     }
 

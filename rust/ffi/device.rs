@@ -263,6 +263,12 @@ pub(super) unsafe extern "C" fn query_port(
     // SAFETY: the core passes a zeroed, writable attribute block.
     let a = unsafe { &mut *attr };
     device::query_port(a, nd.mtu());
+    // As rxe counts them (the device claims IB_DEVICE_BAD_QKEY_CNTR); the
+    // field is 32 bits wide.
+    // SAFETY: the core passes a live oxe device.
+    if let Some(state) = unsafe { OxeDevice::from_ib(ib) }.state() {
+        a.qkey_viol_cntr = state.stats.value(stats::Counter::QkeyViolations) as u32;
+    }
     let (state, phys_state) = nd.port_state();
     a.state = state;
     a.phys_state = phys_state as u8;

@@ -290,7 +290,10 @@ unsafe fn send_wqe(w: &b::ib_send_wr, ud: bool) -> Result<wqe::SendWqe> {
             // The MR is named by its key, not by pointer: the requester looks
             // it up, so a WR that outlives its MR finds nothing.
             // SAFETY: the caller's MR, live while the WR is being posted.
-            x.mr_key = unsafe { (*r.mr).lkey };
+            let (key, iova) = unsafe { ((*r.mr).lkey, (*r.mr).iova) };
+            x.mr_key = key;
+            // As the client set it after map_mr_sg (rxe reads it too).
+            x.remote_addr = iova;
             x.rkey = r.key;
             x.access = r.access as u32;
         }

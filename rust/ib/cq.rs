@@ -26,6 +26,8 @@ pub(crate) struct Cqe {
     /// Datagrams: the network the packet came over (RDMA_NETWORK_IPV4 or
     /// _IPV6), for kernel consumers; 0 otherwise.
     pub(crate) network: u8,
+    /// Kernel datagrams: the VLAN they came in on (`IB_WC_WITH_VLAN`).
+    pub(crate) vlan: u16,
 }
 
 /// Tells the core the ring's usable entries (`ib_cq.cqe`), at creation and
@@ -100,6 +102,13 @@ pub(crate) fn kernel_wc(cqe: &Cqe) -> b::ib_wc {
         // (ib_init_ah_attr_from_wc).
         wc.network_hdr_type = cqe.network;
         wc.wc_flags |= b::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE as c_int;
+    }
+    if cqe.vlan != super::skb::NO_VLAN {
+        // Else the core looks the answer's GID up without a VLAN and finds
+        // none for a VLAN's address (ib_init_ah_attr_from_wc): rdma_cm over
+        // a VLAN never connected.
+        wc.vlan_id = cqe.vlan;
+        wc.wc_flags |= b::ib_wc_flags_IB_WC_WITH_VLAN as c_int;
     }
     wc.port_num = 1;
     wc

@@ -56,6 +56,9 @@ pub(crate) struct Av {
     pub(crate) flow_label: u32,
     pub(crate) hop_limit: u8,
     pub(crate) tclass: u8,
+    /// The interface of the source GID's net device, when the vector was
+    /// made (a VLAN's GID sends through the VLAN device).
+    pub(crate) oif: i32,
 }
 
 /// The address vector of `a`; `None` without a GRH or a resolved source GID.
@@ -76,9 +79,12 @@ pub(crate) fn ah_av(ah: &b::rdma_ah_attr) -> Option<Av> {
             *ah.grh.dgid.raw.as_ref(),
         )
     };
+    // SAFETY: the attribute is held for the call, as above.
+    let oif = unsafe { b::oxe_gid_attr_ifindex(ah.grh.sgid_attr) };
     Some(Av {
         sgid,
         dgid,
+        oif,
         flow_label: ah.grh.flow_label,
         hop_limit: ah.grh.hop_limit,
         tclass: ah.grh.traffic_class,
@@ -99,6 +105,7 @@ impl Av {
             sport: crate::ip::udp_sport(self.flow_label, lqpn, rqpn),
             tclass: self.tclass,
             ttl: self.hop_limit,
+            oif: self.oif,
             local: self.sgid == self.dgid,
         }
     }

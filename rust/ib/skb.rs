@@ -57,9 +57,15 @@ pub(crate) struct Route {
     pub(crate) sport: u16,
     pub(crate) tclass: u8,
     pub(crate) ttl: u8,
+    /// The interface of the source GID (a VLAN device for a VLAN's GID; 0:
+    /// the device's own).
+    pub(crate) oif: i32,
     /// The destination is this device.
     pub(crate) local: bool,
 }
+
+/// No VLAN (the core's 0xffff).
+pub(crate) const NO_VLAN: u16 = 0xffff;
 
 /// An owned sk_buff: freed on drop.
 pub(crate) struct Skb {
@@ -120,6 +126,7 @@ impl Skb {
             b::oxe_skb_push_ip(
                 self.skb.as_ptr(),
                 ndev.as_ptr(),
+                r.oif,
                 r.ipv6,
                 r.saddr.as_ptr(),
                 r.daddr.as_ptr(),
@@ -135,6 +142,12 @@ impl Skb {
         let skb = self.skb.as_ptr();
         core::mem::forget(self);
         skb
+    }
+
+    /// The VLAN a received packet came in on, or [`NO_VLAN`].
+    pub(crate) fn vlan_id(&self) -> u16 {
+        // SAFETY: an skb of ours; reads its device's VLAN id, if it is a VLAN device.
+        unsafe { b::oxe_skb_vlan_id(self.skb.as_ptr()) }
     }
 
     /// The bytes from the IP header to the end.

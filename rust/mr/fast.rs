@@ -150,13 +150,16 @@ impl MrRef {
     }
 
     /// REG_MR: makes the mapping of the last `map_mr_sg` live under `key`
-    /// (same index, any tag) with `access`. The MR must be free (not valid)
-    /// and belong to `pd`.
+    /// (same index, any tag) with `access`, its first byte at `iova` (the
+    /// MR's when the WR was posted: a client may move it after mapping, as
+    /// NFS/RDMA and RDS do). The MR must be free (not valid) and belong to
+    /// `pd`.
     pub(crate) fn fast_register(
         &self,
         pd: PdId,
         key: u32,
         access: u32,
+        iova: u64,
     ) -> Result<(), LocalOpError> {
         let Kind::Fast(m) = &self.mr().kind else {
             return Err(LocalOpError);
@@ -178,7 +181,10 @@ impl MrRef {
                 return Err(LocalOpError);
             }
         }
-        m.region = m.staged_region;
+        m.region = Region {
+            iova,
+            ..m.staged_region
+        };
         m.grant = Grant { key, pd, access };
         m.valid = true;
         self.mr().key.store(key, ordering::Relaxed);

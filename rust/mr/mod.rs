@@ -327,7 +327,10 @@ impl MrRef {
         let w = &self.mr().windows;
         let mut cur = w.load(ordering::Relaxed);
         while cur >= 0 {
-            match w.cmpxchg(cur, cur + 1, ordering::Relaxed) {
+            // Acquire: pairs with `thaw_windows`' release, so that the PD
+            // and rights read next are those of the re-registration that
+            // let the count go.
+            match w.cmpxchg(cur, cur + 1, ordering::Acquire) {
                 Ok(_) => return true,
                 Err(now) => cur = now,
             }

@@ -501,13 +501,14 @@ impl Qp {
         }
     }
 
-    /// Arms timer `ID` (`RETRY`, `RNR`) if not armed.
+    /// Arms timer `ID` (`RETRY`, `RNR`) to fire in `ns`, or moves it there
+    /// if it is pending, as rxe's `mod_timer`.
     pub(crate) fn arm<const ID: u64>(self: &Arc<Self>, ns: u64)
     where
         Arc<Self>: RawDelayedWorkItem<ID> + Send + 'static,
     {
-        if let (false, Some(wq)) = (self.is_dead(), crate::wq::queue()) {
-            let _ = wq.enqueue_delayed::<_, ID>(self.clone(), crate::wq::jiffies(ns));
+        if !self.is_dead() {
+            let _ = crate::wq::arm::<_, ID>(self.clone(), crate::wq::jiffies(ns));
         }
     }
 
@@ -615,6 +616,7 @@ impl Qp {
             qp_num: self.qpn,
             src_qp: 0,
             network: 0,
+            vlan: crate::ib::skb::NO_VLAN,
         }
     }
 
@@ -656,7 +658,7 @@ impl Qp {
                 access::LOCAL_WRITE,
             )
             .map(|sgl| (w.wr_id, sgl))
-            .map_err(|status| (w.wr_id, status)),
+            .map_err(|status| (w.wr_id, crate::sgl::recv_status(status))),
         )
     }
 
@@ -771,6 +773,13 @@ impl Qp {
         sq.draining = false;
         sq.rnr_tries = 0;
         sq.retries = 0;
+        // A retransmit timer still pending is moved when the QP next arms
+        // it: otherwise it would not be armed again until the old one fired,
+        // up to 2.4 hours later (timeout 31), and a lost packet would wait
+        // that long.
+        sq.timer_una = None;
+        sq.peer_full = false;
+        sq.unasked = 0;
         sq.answer_gap = None;
         sq.queue.discard_posted();
         rq.queue.discard_posted();

@@ -273,6 +273,12 @@ impl Qp {
     pub(crate) fn teardown(&self, udata: Option<&Udata<'_>>) {
         self.detach_all_mcast();
         self.dead.store(1, ordering::Release);
+        // A turn that saw the QP alive under its lock (on either queue: the
+        // flushes below wait only for the instance queued last) may still
+        // arm a timer before it lets go: once these are taken, every timer
+        // armed was armed before, and the flushes see it.
+        drop(self.sq.lock());
+        drop(self.rq.lock());
         self.peers.get().remove(self.qpn);
         // A READ's paced wake-up holds a reference to the QP. Armed only
         // under the RQ lock by a run that saw the QP alive: none after this.
@@ -385,6 +391,9 @@ impl Qp {
             }
             if mask & b::ib_qp_attr_mask_IB_QP_TIMEOUT != 0 {
                 s.timeout = a.timeout;
+                // A retransmit timer armed with the old timeout is moved to
+                // the new one when the send task next arms it.
+                sq.timer_una = None;
             }
             if mask & b::ib_qp_attr_mask_IB_QP_RETRY_CNT != 0 {
                 s.retry_cnt = a.retry_cnt;

@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 ktap_print_header
-ktap_set_plan 34
+ktap_set_plan 36
 before=$(pins)
 
 # 1. One device, every packet through the wire path: the data-path cases
@@ -66,6 +66,50 @@ rping_ns() {
 	return 1
 }
 check "between namespaces: rping -V through rdma_cm (50 pings)" rping_ns
+# VLAN 100 on the veth pair: the core gives each device RoCE GIDs for the
+# addresses of a VLAN on its netdev. A VLAN GID's packets go out tagged,
+# through the VLAN device (rxe sends through the GID's device; they left
+# untagged through va), and rdma_cm connects over it: B's CM answers a REQ
+# from the GID of the VLAN it came in on, which QP1's completion names
+# (IB_WC_WITH_VLAN; without it the core found no GID and dropped the REQ).
+vlan_up() {
+	ip -n A link add link va name va.100 type vlan id 100 &&
+		ip -n B link add link vb name vb.100 type vlan id 100 &&
+		ip -n A addr add 10.10.0.1/24 dev va.100 && ip -n B addr add 10.10.0.2/24 dev vb.100 &&
+		ip -n A link set va.100 up && ip -n B link set vb.100 up &&
+		wait_for 10 low_gid oxeA ffff:0a0a:0001 && wait_for 10 low_gid oxeB ffff:0a0a:0002
+}
+vlan_rx() { ip netns exec B cat /sys/class/net/vb.100/statistics/rx_packets; }
+vlan_pingpong() {
+	r0=$(vlan_rx)
+	ga=$(gid_index oxeA ffff:0a0a:0001) gb=$(gid_index oxeB ffff:0a0a:0002) &&
+		pair ibv_rc_pingpong -s 4096 -n 100 -c || return 1
+	r1=$(vlan_rx)
+	echo "# vb.100: $((r1 - r0)) packets received"
+	# 100 pings, and their ACKs, came in tagged.
+	[ $((r1 - r0)) -ge 100 ]
+}
+vlan_rping() {
+	ip netns exec B timeout 120 rping -s -a 10.10.0.2 -V -C 20 >/tmp/rping.srv 2>&1 &
+	srv=$!
+	for _i in $(seq 30); do
+		sleep 1
+		ip netns exec A timeout 120 rping -c -a 10.10.0.2 -V -C 20 >/tmp/rping.cli 2>&1 && break
+		kill -0 $srv 2>/dev/null || break
+	done
+	wait $srv && return 0
+	sed 's/^/# /' /tmp/rping.cli /tmp/rping.srv | tail -10
+	return 1
+}
+gid_opt() { echo "-g $1"; }
+if vlan_up; then
+	check "over VLAN 100: ibv_rc_pingpong --chk from the VLAN's GIDs, its packets tagged" vlan_pingpong
+	check "over VLAN 100: rping -V through rdma_cm (20 pings)" vlan_rping
+else
+	ktap_test_fail "over VLAN 100: no VLAN devices or no GIDs for them"
+	ktap_test_fail "over VLAN 100: rping -V through rdma_cm (20 pings)"
+fi
+ip -n A link del va.100 2>/dev/null; ip -n B link del vb.100 2>/dev/null
 # GID 0 is the veth's IPv6 link-local address: the same over IPv6.
 ga=0 gb=0
 check "between namespaces over IPv6 (link-local GIDs): ibv_rc_pingpong --chk" pair ibv_rc_pingpong -s 4096 -n 200 -c

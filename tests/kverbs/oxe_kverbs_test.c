@@ -367,6 +367,42 @@ static void frmr_write_read(struct kunit *test)
 }
 
 /*
+ * The iova a client sets between ib_map_mr_sg and REG_MR is the MR's:
+ * NFS/RDMA puts its XID in the high 32 bits (frwr_map), RDS makes it zero
+ * (ib_map_mr_sg_zbva). REG_MR used the iova of the mapping, and every peer
+ * access at the advertised address got REM_ACCESS_ERR.
+ */
+static void frmr_iova_set_after_map(struct kunit *test)
+{
+	struct ctx *c = test->priv;
+	struct ib_mr *mr = map_frmr(test, c);
+	u64 mapped = mr->iova;
+	u32 len = mr->length;
+
+	mr->iova = 0x5eed0000ULL << 32 | (mapped & 0xffffffff);
+	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey));
+	KUNIT_ASSERT_EQ(test, reg_mr(c, mr, RW), IB_WC_SUCCESS);
+	memset(c->buf[1], 0x6b, BUF);
+	KUNIT_EXPECT_EQ(test, rdma(c, IB_WR_RDMA_WRITE, mr->rkey, mr->iova + 100, len - 100),
+			IB_WC_SUCCESS);
+	KUNIT_EXPECT_NULL(test, memchr_inv(page_address(c->pages[0]), 0, 612));
+	KUNIT_EXPECT_NULL(test, memchr_inv(page_address(c->pages[0]) + 612, 0x6b,
+					   PAGE_SIZE - 612));
+	KUNIT_EXPECT_NULL(test, memchr_inv(page_address(c->pages[1]), 0x6b, PAGE_SIZE));
+	/* Zero-based, as RDS registers. */
+	KUNIT_ASSERT_EQ(test, local_inv(c, mr->rkey), IB_WC_SUCCESS);
+	mr->iova = 0;
+	ib_update_fast_reg_key(mr, ib_inc_rkey(mr->rkey));
+	KUNIT_ASSERT_EQ(test, reg_mr(c, mr, RW), IB_WC_SUCCESS);
+	memset(page_address(c->pages[1]), 0x3c, PAGE_SIZE);
+	memset(c->buf[1], 0, BUF);
+	KUNIT_EXPECT_EQ(test, rdma(c, IB_WR_RDMA_READ, mr->rkey, PAGE_SIZE - 512, 64),
+			IB_WC_SUCCESS);
+	KUNIT_EXPECT_NULL(test, memchr_inv(c->buf[1], 0x3c, 64));
+	unmap_sg(c);
+}
+
+/*
  * IB_WR_ATOMIC_WRITE from a kernel QP (an ib_rdma_wr whose one SGE holds the
  * 8 bytes, copied into the WQE at post time): placed at once into the fast
  * MR, IB_WC_ATOMIC_WRITE; 4 bytes is EINVAL at post time, and so is a
@@ -688,6 +724,7 @@ static void srq_send_recv(struct kunit *test)
 static struct kunit_case oxe_kverbs_cases[] = {
 	KUNIT_CASE(dma_mr_send_recv),
 	KUNIT_CASE(frmr_write_read),
+	KUNIT_CASE(frmr_iova_set_after_map),
 	KUNIT_CASE(frmr_atomic_write),
 	KUNIT_CASE(inline_send_and_atomic),
 	KUNIT_CASE(frmr_local_inv),
