@@ -1141,6 +1141,21 @@ TEST(retransmits_until_the_peer_is_ready)
 }
 
 /*
+ * Sides A and B of @pd, A connected to B (ACK timeout @timeout, 2 retries),
+ * which stays in RESET and never answers, and a 64-byte WRITE (wr_id 1)
+ * posted on A.
+ */
+static int write_to_a_silent_peer(struct ibv_context *ctx, struct ibv_pd *pd, struct side *a,
+				  struct side *b, int timeout)
+{
+	if (!pd || setup_side(ctx, a, pd, 16, ACC_ALL) || setup_side(ctx, b, pd, 16, ACC_ALL) ||
+	    connect_rc_timeout(ctx, a->qp, b->qp->qp_num, ACC_ALL, 7, timeout, 2))
+		return -1;
+	return post(a->qp, IBV_WR_RDMA_WRITE, a->buf, 64, a->mr->lkey, (uintptr_t)b->buf,
+		    b->mr->rkey, 1);
+}
+
+/*
  * A peer that never answers: after retry_cnt retransmissions the WQE
  * completes with RETRY_EXC_ERR, the QP goes to ERR and its owner gets
  * IBV_EVENT_QP_FATAL.
@@ -1156,13 +1171,8 @@ TEST(retry_exceeded_when_the_peer_never_answers)
 	struct ibv_wc wc;
 
 	ASSERT_NE(NULL, ctx);
-	struct ibv_pd *pd = ibv_alloc_pd(ctx);
-	ASSERT_EQ(0, setup_side(ctx, &a, pd, 16, ACC_ALL));
-	ASSERT_EQ(0, setup_side(ctx, &b, pd, 16, ACC_ALL));
-	/* B stays in RESET; timeout 8 is 1 ms. */
-	ASSERT_EQ(0, connect_rc_timeout(ctx, a.qp, b.qp->qp_num, ACC_ALL, 7, 8, 2));
-	ASSERT_EQ(0, post(a.qp, IBV_WR_RDMA_WRITE, a.buf, 64, a.mr->lkey, (uintptr_t)b.buf,
-			  b.mr->rkey, 1));
+	/* Timeout 8 is 1 ms. */
+	ASSERT_EQ(0, write_to_a_silent_peer(ctx, ibv_alloc_pd(ctx), &a, &b, 8));
 	ASSERT_EQ(1, wait_wc(a.cq, &wc));
 	EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
 	ASSERT_EQ(0, ibv_query_qp(a.qp, &qa, IBV_QP_STATE, &qia));
@@ -1191,13 +1201,7 @@ TEST(retransmit_timer_after_a_reset)
 	struct ibv_wc wc;
 
 	ASSERT_NE(NULL, ctx);
-	struct ibv_pd *pd = ibv_alloc_pd(ctx);
-	ASSERT_EQ(0, setup_side(ctx, &a, pd, 16, ACC_ALL));
-	ASSERT_EQ(0, setup_side(ctx, &b, pd, 16, ACC_ALL));
-	/* B stays in RESET. */
-	ASSERT_EQ(0, connect_rc_timeout(ctx, a.qp, b.qp->qp_num, ACC_ALL, 7, 31, 2));
-	ASSERT_EQ(0, post(a.qp, IBV_WR_RDMA_WRITE, a.buf, 64, a.mr->lkey, (uintptr_t)b.buf,
-			  b.mr->rkey, 1));
+	ASSERT_EQ(0, write_to_a_silent_peer(ctx, ibv_alloc_pd(ctx), &a, &b, 31));
 	/* Sent, and the 2.4-hour timer armed. */
 	usleep(100000);
 	ASSERT_EQ(0, ibv_modify_qp(a.qp, &r, IBV_QP_STATE));

@@ -449,15 +449,9 @@ fn request(
             }
             write_data(qp, rq, pkt, cache)
         }
-        op::WRITE_MIDDLE | op::WRITE_LAST | op::WRITE_LAST_IMM => {
-            if !matches!(rq.progress, Some(Progress::Write { .. })) {
-                return fatal(qp, rq, Nak::InvalidRequest);
-            }
-            if o == op::WRITE_LAST_IMM && qp.recv_empty(rq) {
-                return Reply::Nak(Nak::Rnr);
-            }
-            write_data(qp, rq, pkt, cache)
-        }
+        // `write_data` checks that a WRITE is in progress, and takes the
+        // receive of a WRITE_LAST_IMM (RNR if there is none) before placing.
+        op::WRITE_MIDDLE | op::WRITE_LAST | op::WRITE_LAST_IMM => write_data(qp, rq, pkt, cache),
         op::READ_REQUEST => {
             let Some(reth) = h.reth else {
                 return fatal(qp, rq, Nak::InvalidRequest);
