@@ -24,8 +24,6 @@ pub(crate) struct Packet {
     pub(crate) vlan: u16,
 }
 
-pub(crate) use crate::ib::skb::NO_VLAN;
-
 impl Packet {
     pub(crate) fn new(hdr: Hdr) -> Self {
         Self::with(hdr, Payload::empty())
@@ -36,7 +34,7 @@ impl Packet {
             hdr,
             payload,
             grh: None,
-            vlan: NO_VLAN,
+            vlan: crate::ib::skb::NO_VLAN,
         }
     }
 

@@ -175,6 +175,12 @@ fn send(
     sq.next < sq.inflight.len() || !sq.queue.is_empty()
 }
 
+/// Something found no memory: the send task runs again after
+/// `NOMEM_RETRY_NS`, on the RNR timer, whatever else happens meanwhile.
+fn try_again_soon(qp: &Arc<Qp>) {
+    qp.arm::<RNR>(params::NOMEM_RETRY_NS);
+}
+
 enum Step {
     Progress,
     Blocked,
@@ -246,7 +252,7 @@ fn send_packets(
                     // timer would come for it (UC and UD have none), and the
                     // QP stalled until the next post.
                     Err(Gather::NoMem) => {
-                        qp.arm::<RNR>(params::NOMEM_RETRY_NS);
+                        try_again_soon(qp);
                         return Step::Blocked;
                     }
                     Err(Gather::Access) => {
@@ -498,9 +504,9 @@ fn take(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) -> Take {
     let mut mtu = attrs.packet_mtu();
     let prepared = prepare(qp, sq, &w);
     if matches!(prepared, Err(crate::sgl::NO_MEMORY)) {
-        // Not taken: tried again shortly, as a payload that found no
-        // memory (rxe fails the WQE and the QP with LOC_QP_OP_ERR).
-        qp.arm::<RNR>(params::NOMEM_RETRY_NS);
+        // Not taken: tried again shortly (rxe fails the WQE and the QP
+        // with LOC_QP_OP_ERR).
+        try_again_soon(qp);
         return Take::Stop;
     }
     let (op, ud) = match prepared {

@@ -9,7 +9,7 @@
 //! straight from the skb.
 
 use crate::crc::crc32_le;
-use crate::ib::skb::{Route, Skb, Train};
+use crate::ib::skb::{Route, Skb, Train, NO_VLAN};
 use crate::icrc::Ip;
 use crate::ip::{self, IPV4_LEN, IPV6_LEN, UDP_LEN};
 use kernel::alloc::KVVec;
@@ -100,8 +100,7 @@ pub(crate) fn send_train(qp: &Qp, train: &mut Train) {
 /// Takes a packet from the wire for the device whose QPs are `qps`. A
 /// packet dropped once its QP is known is counted there and is not an error.
 pub(crate) fn receive(qps: &QpTable, skb: Skb) -> Result<(), Dropped> {
-    let vlan = skb.vlan_id();
-    let (hdr, off, len, saddr, daddr, grh) = {
+    let (hdr, off, len, saddr, daddr, grh, vlan) = {
         let l3 = skb.network();
         let f = ip::parse(l3).map_err(Dropped::Decode)?;
         let wire = f.wire_icrc();
@@ -131,10 +130,12 @@ pub(crate) fn receive(qps: &QpTable, skb: Skb) -> Result<(), Dropped> {
             }
         };
         // A datagram's receive buffer starts with its IP header.
-        let grh = if packet::is_ud(d.hdr.opcode) {
-            Some(ip::network_hdr(l3).ok_or(Dropped::Decode(DecodeError::Truncated))?)
+        // Only a datagram's completion reports them.
+        let (grh, vlan) = if packet::is_ud(d.hdr.opcode) {
+            let h = ip::network_hdr(l3).ok_or(Dropped::Decode(DecodeError::Truncated))?;
+            (Some(h), skb.vlan_id())
         } else {
-            None
+            (None, NO_VLAN)
         };
         (
             d.hdr,
@@ -143,6 +144,7 @@ pub(crate) fn receive(qps: &QpTable, skb: Skb) -> Result<(), Dropped> {
             saddr,
             daddr,
             grh,
+            vlan,
         )
     };
     let payload = if len == 0 {
