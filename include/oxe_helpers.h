@@ -196,6 +196,12 @@ int oxe_skb_push_ip(struct sk_buff *skb, struct net_device *ndev, int oif,
 int oxe_gid_attr_ifindex(const struct ib_gid_attr *attr);
 /* The VLAN a received packet came in on (its device's), or 0xffff. */
 u16 oxe_skb_vlan_id(const struct sk_buff *skb);
+/*
+ * Whether @gid (a packet's destination) is a multicast address or a RoCEv2
+ * GID of @ibdev on the net device the packet came in on (rxe_chk_dgid).
+ */
+bool oxe_skb_to_gid_of(struct ib_device *ibdev, const struct sk_buff *skb,
+		       const u8 gid[16]);
 /* Sends a packet made by oxe_skb_push_ip (consumes it). */
 int oxe_skb_send(struct sk_buff *skb);
 /* Packets a train may carry (see oxe_skb_train_add). */

@@ -20,6 +20,7 @@
 #include <net/netns/generic.h>
 #include <net/route.h>
 #include <net/udp_tunnel.h>
+#include <rdma/ib_addr.h>
 #include <rdma/ib_cache.h>
 #include <rdma/ib_verbs.h>
 
@@ -230,6 +231,21 @@ int oxe_gid_attr_ifindex(const struct ib_gid_attr *attr)
 u16 oxe_skb_vlan_id(const struct sk_buff *skb)
 {
 	return skb->dev && is_vlan_dev(skb->dev) ? vlan_dev_vlan_id(skb->dev) : 0xffff;
+}
+
+bool oxe_skb_to_gid_of(struct ib_device *ibdev, const struct sk_buff *skb,
+		       const u8 gid[16])
+{
+	const struct ib_gid_attr *attr;
+
+	if (rdma_is_multicast_addr((struct in6_addr *)gid))
+		return true;
+	attr = rdma_find_gid_by_port(ibdev, (const union ib_gid *)gid,
+				     IB_GID_TYPE_ROCE_UDP_ENCAP, 1, skb->dev);
+	if (IS_ERR(attr))
+		return false;
+	rdma_put_gid_attr(attr);
+	return true;
 }
 
 int oxe_skb_push_ip(struct sk_buff *skb, struct net_device *ndev, int oif,

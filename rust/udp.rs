@@ -9,7 +9,7 @@
 //! straight from the skb.
 
 use crate::crc::crc32_le;
-use crate::ib::skb::{Route, Skb, Train, NO_VLAN};
+use crate::ib::skb::{Arrival, Route, Skb, Train, NO_VLAN};
 use crate::icrc::Ip;
 use crate::ip::{self, IPV4_LEN, IPV6_LEN, UDP_LEN};
 use kernel::alloc::KVVec;
@@ -78,7 +78,7 @@ pub(crate) fn send(
         .map_err(|_| Dropped::NoRoute)?;
     ip::put_icrc_with(skb.network_mut(), crc32_le).map_err(Dropped::Decode)?;
     if route.local {
-        return receive(qp.peers.get(), skb);
+        return receive(qp.peers.get(), skb, None);
     }
     match train {
         Some(t) => {
@@ -97,10 +97,11 @@ pub(crate) fn send_train(qp: &Qp, train: &mut Train) {
     }
 }
 
-/// Takes a packet from the wire for the device whose QPs are `qps`. A
-/// packet dropped once its QP is known is counted there and is not an error.
-pub(crate) fn receive(qps: &QpTable, skb: Skb) -> Result<(), Dropped> {
-    let (hdr, off, len, saddr, daddr, grh, vlan) = {
+/// Takes a packet from the wire for the device whose QPs are `qps`, that
+/// it `arrived` for (None: looped back by this device). A packet dropped
+/// once its QP is known is counted there and is not an error.
+pub(crate) fn receive(qps: &QpTable, skb: Skb, arrived: Option<Arrival>) -> Result<(), Dropped> {
+    let (hdr, off, len, saddr, daddr, grh, vlan, to_us) = {
         let l3 = skb.network();
         let f = ip::parse(l3).map_err(Dropped::Decode)?;
         let wire = f.wire_icrc();
@@ -131,11 +132,14 @@ pub(crate) fn receive(qps: &QpTable, skb: Skb) -> Result<(), Dropped> {
         };
         // A datagram's receive buffer starts with its IP header.
         // Only a datagram's completion reports them.
-        let (grh, vlan) = if packet::is_ud(d.hdr.opcode) {
+        let (grh, vlan, to_us) = if packet::is_ud(d.hdr.opcode) {
             let h = ip::network_hdr(l3).ok_or(Dropped::Decode(DecodeError::Truncated))?;
-            (Some(h), skb.vlan_id())
+            // A datagram to an address of another interface is not the
+            // device's (a connected QP checks its own address below).
+            let to_us = arrived.is_none_or(|a| skb.to_gid_of(a, &daddr));
+            (Some(h), skb.vlan_id(), to_us)
         } else {
-            (None, NO_VLAN)
+            (None, NO_VLAN, true)
         };
         (
             d.hdr,
@@ -145,6 +149,7 @@ pub(crate) fn receive(qps: &QpTable, skb: Skb) -> Result<(), Dropped> {
             daddr,
             grh,
             vlan,
+            to_us,
         )
     };
     let payload = if len == 0 {
@@ -161,6 +166,14 @@ pub(crate) fn receive(qps: &QpTable, skb: Skb) -> Result<(), Dropped> {
     let qp = qps.get(hdr.qpn).ok_or(Dropped::UnknownQp)?;
     if !packet::pkey_ok(hdr.pkey) {
         qp.count_drop(Counter::RcvDrops, hdr.psn, c"bad P_Key");
+        return Ok(());
+    }
+    if !to_us {
+        qp.count_drop(
+            Counter::RcvDrops,
+            hdr.psn,
+            c"not to an address of the device",
+        );
         return Ok(());
     }
     // A connected QP takes packets from the address its path names, to the

@@ -13,7 +13,7 @@ use kernel::prelude::*;
 use super::from_ib;
 use crate::bindings as b;
 use crate::device::OxeDevice;
-use crate::ib::skb::Skb;
+use crate::ib::skb::{Arrival, Skb};
 use crate::udp;
 
 /// A reference on an oxe device, taken by encap_rcv.
@@ -58,8 +58,10 @@ pub(crate) unsafe extern "C" fn oxe_net_rcv(ib: *mut b::ib_device, skb: *mut b::
     };
     // SAFETY: an oxe device (encap_rcv found it by its netdev among RDMA_DRIVER_RXE devices, and oxe never shares a kernel with rdma_rxe), kept registered by `dev` for this call.
     let d = unsafe { from_ib::<OxeDevice>(dev.0.as_ptr()) };
+    // SAFETY: `dev` holds the device for the call.
+    let arrival = unsafe { Arrival::from_raw(dev.0) };
     if let Some(state) = d.state() {
-        if let Err(e) = udp::receive(&state.qps, skb) {
+        if let Err(e) = udp::receive(&state.qps, skb, Some(arrival)) {
             udp::count(&state.stats, &e, 0, 0);
         }
     }

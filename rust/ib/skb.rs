@@ -67,6 +67,19 @@ pub(crate) struct Route {
 /// No VLAN (the core's 0xffff).
 pub(crate) const NO_VLAN: u16 = 0xffff;
 
+/// The RDMA device a packet from the wire arrived for (its GID table).
+#[derive(Clone, Copy)]
+pub(crate) struct Arrival(NonNull<b::ib_device>);
+
+impl Arrival {
+    /// # Safety
+    ///
+    /// `ib` stays referenced for as long as the value is used.
+    pub(crate) unsafe fn from_raw(ib: NonNull<b::ib_device>) -> Self {
+        Arrival(ib)
+    }
+}
+
 /// An owned sk_buff: freed on drop.
 pub(crate) struct Skb {
     skb: NonNull<b::sk_buff>,
@@ -148,6 +161,14 @@ impl Skb {
     pub(crate) fn vlan_id(&self) -> u16 {
         // SAFETY: an skb of ours; reads its device's VLAN id, if it is a VLAN device.
         unsafe { b::oxe_skb_vlan_id(self.skb.as_ptr()) }
+    }
+
+    /// Whether `gid`, the packet's destination, is a multicast address or
+    /// a GID of the device it arrived for on the netdev it came in on
+    /// (rxe's `rxe_chk_dgid`).
+    pub(crate) fn to_gid_of(&self, dev: Arrival, gid: &[u8; 16]) -> bool {
+        // SAFETY: `dev` referenced (`Arrival`'s contract); a received skb of ours; `gid` is 16 bytes.
+        unsafe { b::oxe_skb_to_gid_of(dev.0.as_ptr(), self.skb.as_ptr(), gid.as_ptr()) }
     }
 
     /// The bytes from the IP header to the end.

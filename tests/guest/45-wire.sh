@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 ktap_print_header
-ktap_set_plan 36
+ktap_set_plan 37
 before=$(pins)
 
 # 1. One device, every packet through the wire path: the data-path cases
@@ -151,6 +151,11 @@ check "oxe_read_pace: a READ asked for again from a gap of 590 packets, once ans
 check "a SEND from another address, P_Key or to another address is dropped and counted on its QP" \
 	ip netns exec B python3 tests/wrong_source.py oxeB "$gb" 10.9.0.2 10.9.0.1 10.9.0.77 \
 	10.9.0.3 vb A
+
+# A datagram to an address of B's namespace that is not oxeB's GID (lo's):
+# dropped and counted, as rxe's rxe_chk_dgid drops it; to the GID, taken.
+check "a datagram to an address of another interface is dropped and counted on its QP" \
+	ip netns exec B python3 tests/ud_dest.py oxeB 10.9.0.2 10.9.0.1 10.11.0.2 A
 
 # UC on an SRQ: a SEND cut short by a loss leaves its receive for the next.
 check "UC on an SRQ: a SEND cut short by a loss leaves its receive for the next message" \
