@@ -164,40 +164,41 @@ pub(crate) fn receive(qps: &QpTable, skb: Skb, arrived: Option<Arrival>) -> Resu
         return multicast(qps, hdr, payload, &daddr, grh, vlan);
     }
     let qp = qps.get(hdr.qpn).ok_or(Dropped::UnknownQp)?;
-    if !packet::pkey_ok(hdr.pkey) {
-        qp.count_drop(Counter::RcvDrops, hdr.psn, c"bad P_Key");
+    // Counted on the QP too, so that `rdma -dd res show qp` tells which QP
+    // is aimed at.
+    if let Some(why) = refused(&qp, &hdr, &saddr, &daddr, to_us) {
+        qp.count_drop(Counter::RcvDrops, hdr.psn, why);
         return Ok(());
-    }
-    if !to_us {
-        qp.count_drop(
-            Counter::RcvDrops,
-            hdr.psn,
-            c"not to an address of the device",
-        );
-        return Ok(());
-    }
-    // A connected QP takes packets from the address its path names, to the
-    // address it sends from, only (rxe's `check_addr`); a datagram QP from
-    // anyone (its responder checks the Q_Key). Counted on the QP too, so
-    // that `rdma -dd res show qp` tells which QP is aimed at.
-    if !qp.ud() {
-        match qp.attrs().route {
-            Some(r) if r.daddr == saddr && r.saddr == daddr => {}
-            _ => {
-                qp.count_drop(
-                    Counter::RcvDrops,
-                    hdr.psn,
-                    c"not between the QP and its peer",
-                );
-                return Ok(());
-            }
-        }
     }
     let mut pkt = Packet::with(hdr, payload);
     pkt.grh = grh;
     pkt.vlan = vlan;
     qp.deliver(pkt);
     Ok(())
+}
+
+/// Why a packet for `qp` is not taken, if it is not: a P_Key of another
+/// partition; for a connected QP, addresses other than its path's (rxe's
+/// `check_addr`: from the address the path names, to the one the QP sends
+/// from); for a datagram QP, a destination that is not the device's
+/// (`to_us`; its responder checks the Q_Key).
+fn refused(
+    qp: &Qp,
+    hdr: &Hdr,
+    saddr: &[u8; 16],
+    daddr: &[u8; 16],
+    to_us: bool,
+) -> Option<&'static CStr> {
+    if !packet::pkey_ok(hdr.pkey) {
+        return Some(c"bad P_Key");
+    }
+    if qp.ud() {
+        return (!to_us).then_some(c"not to an address of the device");
+    }
+    match qp.attrs().route {
+        Some(r) if r.daddr == *saddr && r.saddr == *daddr => None,
+        _ => Some(c"not between the QP and its peer"),
+    }
 }
 
 /// A datagram sent to multicast group `mgid`: a copy for each QP attached
