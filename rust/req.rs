@@ -212,11 +212,17 @@ fn send_packets(
     };
     // UC and UD have no window; on this device they wait for the peer
     // instead of losing what the peer has no room for.
-    let peer = if !qp.reliable() && crate::qp::handed_over(route.as_ref()) {
+    let handed_over = crate::qp::handed_over(route.as_ref());
+    let peer = if !qp.reliable() && handed_over {
         qp.peers.get().get(dest)
     } else {
         None
     };
+    // A UC or UD WQE completes once sent, before a peer on this device
+    // places its bytes: they are copied now, as the wire copies them into
+    // the skb, so that the buffer is the poster's again at the completion.
+    // RC's completes on the ACK, sent once the bytes are placed.
+    let by_ref = qp.reliable() || !handed_over;
     // READ requests and atomics the peer has not answered take its responder
     // resources: no more than max_rd_atomic, as on a NIC (rxe waits too). 0
     // means the QP was never told: one at a time rather than none.
@@ -245,7 +251,7 @@ fn send_packets(
                 }
                 let off = u64::from(i) * u64::from(p.mtu);
                 let n = (p.total - off.min(p.total)).min(u64::from(p.mtu)) as usize;
-                let payload = match src.gather(qp.keys.get(), cache, off, n) {
+                let payload = match src.gather(qp.keys.get(), cache, off, n, by_ref) {
                     Ok(payload) => payload,
                     // No memory for the payload: the send task tries again
                     // shortly. Nothing of it went out, so no retransmit

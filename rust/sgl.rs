@@ -205,15 +205,16 @@ impl Sgl {
     }
 
     /// Message bytes `[off, off + len)` as a packet's payload: references on
-    /// the pages of user MRs, a copy of kernel memory.
+    /// the pages of user MRs if `by_ref`, else (and for kernel memory) a copy.
     pub(crate) fn gather(
         &self,
         keys: &Keys,
         cache: &mut MrCache,
         off: u64,
         len: usize,
+        by_ref: bool,
     ) -> Result<Payload, Gather> {
-        if len > 0 {
+        if by_ref && len > 0 {
             // A part of an SGE of `n` bytes touches at most n / PAGE_SIZE + 2
             // pages; with too little room the bytes are copied instead.
             let parts = self.segs.len().min(len);

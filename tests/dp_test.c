@@ -2009,6 +2009,48 @@ TEST_F(uc, send_write_and_write_with_immediate)
 	expect_rts(_metadata, self->b.qp);
 }
 
+/*
+ * A UC SEND completes once sent, before the peer has placed it: the poster
+ * may then reuse its buffer at once. 16 SENDs of 64 KiB in one post, the
+ * buffer overwritten as soon as their completions are in: each receive
+ * holds the bytes as they were at the post. (oxe used to hand the peer
+ * references on the poster's pages, read when the peer's task ran.)
+ */
+TEST_F(uc, a_completed_send_leaves_its_buffer_to_the_poster)
+{
+	enum { N = 16, LEN = 64 * 1024 };
+	struct ibv_sge sge[N];
+	struct ibv_send_wr wr[N], *bad;
+	struct ibv_wc wc;
+	char *want = malloc(BUF);
+
+	ASSERT_NE(NULL, want);
+	for (uint32_t i = 0; i < BUF; i++)
+		want[i] = self->a.buf[i] = i * 7 + 3 + i / 4096;
+	for (int i = 0; i < N; i++) {
+		ASSERT_EQ(0, post_recv(self->b.qp, self->b.buf + i * LEN, LEN, self->b.mr->lkey, i));
+		sge[i] = (struct ibv_sge){ (uintptr_t)self->a.buf + i * LEN, LEN, self->a.mr->lkey };
+		wr[i] = (struct ibv_send_wr){
+			.wr_id = i, .sg_list = &sge[i], .num_sge = 1, .opcode = IBV_WR_SEND,
+			.send_flags = IBV_SEND_SIGNALED, .next = i + 1 < N ? &wr[i + 1] : NULL,
+		};
+	}
+	ASSERT_EQ(0, ibv_post_send(self->a.qp, wr, &bad));
+	for (int i = 0; i < N; i++) {
+		ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+		ASSERT_EQ(IBV_WC_SUCCESS, wc.status);
+	}
+	memset(self->a.buf, 0xee, BUF);
+	for (int i = 0; i < N; i++) {
+		ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
+		ASSERT_EQ(IBV_WC_SUCCESS, wc.status);
+		EXPECT_EQ(LEN, wc.byte_len);
+		EXPECT_EQ(0, memcmp(want + wc.wr_id * LEN, self->b.buf + wc.wr_id * LEN, LEN))
+			TH_LOG("message %d holds bytes written after its completion", (int)wc.wr_id);
+	}
+	free(want);
+}
+
 TEST_F(uc, read_and_atomic_are_local_errors)
 {
 	struct ibv_wc wc;

@@ -94,16 +94,18 @@ pub(crate) enum Source {
 }
 
 impl Source {
-    /// Message bytes `[off, off + len)` as a packet's payload.
+    /// Message bytes `[off, off + len)` as a packet's payload (see
+    /// `Sgl::gather` for `by_ref`).
     pub(crate) fn gather(
         &self,
         keys: &Keys,
         cache: &mut MrCache,
         off: u64,
         len: usize,
+        by_ref: bool,
     ) -> Result<Payload, Gather> {
         match self {
-            Source::Sgl(s) => s.gather(keys, cache, off, len),
+            Source::Sgl(s) => s.gather(keys, cache, off, len, by_ref),
             Source::Inline(v) => {
                 let off = off as usize;
                 let src = off
