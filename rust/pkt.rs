@@ -62,6 +62,10 @@ pub(crate) enum Payload {
     Pages {
         refs: KVec<PageRef>,
         len: usize,
+        /// A READ response's MR, held until the requester placed the bytes:
+        /// its deregistration waits, so that nothing of the MR is read once
+        /// dereg returned (a sender's MRs are its WQE's until it completes).
+        _mr: Option<MrRef>,
     },
     /// Received from the wire: `len` bytes at `off` of the skb's network
     /// bytes, placed straight from it.
@@ -83,7 +87,8 @@ impl Payload {
             let cap = len / PAGE_SIZE as usize + 2;
             let mut refs = KVec::with_capacity(cap, GFP_KERNEL).map_err(|_| Gather::NoMem)?;
             if m.page_refs(iova, len as u64, &mut refs) {
-                return Ok(Payload::Pages { refs, len });
+                let mr = Some(m.try_clone().ok_or(Gather::Access)?);
+                return Ok(Payload::Pages { refs, len, _mr: mr });
             }
         }
         let mut v = KVVec::with_capacity(len, GFP_KERNEL).map_err(|_| Gather::NoMem)?;
@@ -104,7 +109,7 @@ impl Payload {
     pub(crate) fn src(&self) -> Src<'_> {
         match self {
             Payload::Bytes(v) => Src::Bytes(v),
-            Payload::Pages { refs, len } => Src::Pages(refs, *len),
+            Payload::Pages { refs, len, .. } => Src::Pages(refs, *len),
             Payload::Wire { skb, off, len } => Src::Bytes(
                 off.checked_add(*len)
                     .and_then(|end| skb.network().get(*off..end))

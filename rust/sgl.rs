@@ -223,7 +223,11 @@ impl Sgl {
             if self.walk(keys, cache, off, len, |m, iova, r| {
                 m.page_refs(iova, r.len() as u64, &mut refs)
             }) {
-                return Ok(Payload::Pages { refs, len });
+                return Ok(Payload::Pages {
+                    refs,
+                    len,
+                    _mr: None,
+                });
             }
         }
         // Kernel memory, or a check that failed (and fails again here).

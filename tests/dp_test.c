@@ -606,6 +606,58 @@ TEST_F(dp, stale_rkey_after_dereg)
 		   IBV_WC_REM_ACCESS_ERR);
 }
 
+/*
+ * A READ's responses carry the responder's pages to the requester, which
+ * places them when its task runs: deregistration must wait for them, so
+ * that no byte written after dereg returned reaches the requester. 16
+ * READs of 64 KiB, their MR deregistered at once and overwritten: each
+ * READ completes with the bytes as they were, or fails (REM_ACCESS_ERR,
+ * then flushed).
+ */
+TEST_F(dp, read_responses_hold_their_mr_until_placed)
+{
+	enum { N = 16, LEN = 64 * 1024 };
+	struct ibv_mr *src = ibv_reg_mr(self->b.pd, self->b.buf, BUF, IBV_ACCESS_REMOTE_READ);
+	struct ibv_sge sge[N];
+	struct ibv_send_wr wr[N], *bad;
+	struct ibv_wc wc;
+	int ok = 0;
+
+	ASSERT_NE(NULL, src);
+	for (uint32_t i = 0; i < BUF; i++)
+		self->b.buf[i] = i * 5 + 1 + i / 4096;
+	for (int i = 0; i < N; i++) {
+		sge[i] = (struct ibv_sge){ (uintptr_t)self->a.buf + i * LEN, LEN, self->a.mr->lkey };
+		wr[i] = (struct ibv_send_wr){
+			.wr_id = i, .sg_list = &sge[i], .num_sge = 1, .opcode = IBV_WR_RDMA_READ,
+			.send_flags = IBV_SEND_SIGNALED, .next = i + 1 < N ? &wr[i + 1] : NULL,
+		};
+		wr[i].wr.rdma.remote_addr = (uintptr_t)self->b.buf + i * LEN;
+		wr[i].wr.rdma.rkey = src->rkey;
+	}
+	ASSERT_EQ(0, ibv_post_send(self->a.qp, wr, &bad));
+	ASSERT_EQ(0, ibv_dereg_mr(src));
+	memset(self->b.buf, 0xee, BUF);
+	for (int i = 0; i < N; i++) {
+		ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+		if (wc.status != IBV_WC_SUCCESS) {
+			EXPECT_TRUE(wc.status == IBV_WC_REM_ACCESS_ERR ||
+				    wc.status == IBV_WC_WR_FLUSH_ERR)
+				TH_LOG("READ %d: status %d", (int)wc.wr_id, wc.status);
+			continue;
+		}
+		long bad = -1;
+
+		ok++;
+		for (uint32_t j = wc.wr_id * LEN; j < (wc.wr_id + 1) * LEN && bad < 0; j++)
+			if (self->a.buf[j] != (char)(j * 5 + 1 + j / 4096))
+				bad = j;
+		EXPECT_EQ(-1, bad)
+			TH_LOG("READ %d holds a byte written after dereg", (int)wc.wr_id);
+	}
+	TH_LOG("%d of %d READs completed before the MR went", ok, N);
+}
+
 TEST_F(dp, rkey_from_another_pd)
 {
 	struct ibv_pd *other = ibv_alloc_pd(self->ctx);
