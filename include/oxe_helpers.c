@@ -554,13 +554,16 @@ void oxe_help_init(u32 linger_us)
  * Another online CPU that is idle (its helper lingering counts) or runs a
  * process (x86, oxe_cpu_idle's racy read), not a worker: a helper queued
  * behind a worker would start only when that one is done. Idle first; -1
- * if none, or outside a task (the wire's softirq).
+ * if none, outside a task (the wire's softirq), or with interrupts off (a
+ * fast MR's lock): the sharer may wait for the helper's last piece, and a
+ * preempted helper whose preempter waits for an IPI to this CPU would
+ * never finish it.
  */
 int oxe_help_cpu(void)
 {
 	int here, cpu, busy = -1;
 
-	if (!in_task())
+	if (!in_task() || irqs_disabled())
 		return -1;
 	here = raw_smp_processor_id();
 #ifdef CONFIG_X86
