@@ -11,7 +11,8 @@
 # (the MR holds only what packets before it brought), and
 # complete its receive once, in error: the QP goes to ERR and flushes it,
 # or a WRITE with immediate, which takes it first, completes it with
-# REM_INV_REQ_ERR, as rxe's.
+# REM_INV_REQ_ERR, as rxe's. Then a READ asked for again is answered again,
+# unless with a length no READ is taken with.
 #
 # Usage (in the QP's namespace): bad_lengths.py DEV GID_INDEX LOCAL_IP PEER_IP PEER_NS
 import socket
@@ -106,5 +107,36 @@ for n in range(5):
     qp.close()
     mr.close()
     cq.close()
+
+# A READ asked for again (behind the expected PSN) is answered again, but
+# not one of 2^31 + 4 bytes, which no first READ is taken with: it would
+# have one packet stream 2 GiB of responses.
+def responses(seconds):
+    """Response packets for the peer within `seconds`."""
+    n, deadline = 0, time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            b = roce.parse_bth(rx.recv(4096))
+        except socket.timeout:
+            continue
+        n += bool(b and b[1] == PEER_QPN)
+    return n
+
+
+cq = CQ(ctx, 4)
+mr = MR(pd, SIZE, access)
+qp = roce.rc_qp(pd, cq, gid_index, peer_ip, PEER_QPN, access=access)
+got = []
+for length in (MTU, (1 << 31) + 4, MTU):
+    tx.sendto(roce.packet(peer_ip, local_ip, roce.bth(READ, qp.qp_num, 0)
+                          + roce.reth(mr.buf, mr.rkey, length)), (local_ip, 0))
+    got.append(responses(1.0))
+ok = got == [1, 0, 1]
+print(f"# {'ok' if ok else 'FAILED'}: a READ of {MTU} bytes, then again with 2^31 + 4 bytes, "
+      f"then again as first: {got} response packets (expected [1, 0, 1])")
+fails += not ok
+qp.close()
+mr.close()
+cq.close()
 ctx.close()
 sys.exit(1 if fails else 0)

@@ -304,8 +304,10 @@ fn duplicate(qp: &Arc<Qp>, rq: &mut RecvSide, attrs: &Attrs, pkt: &Packet) {
     match h.opcode {
         // READs have no side effect: answer again (the rkey is checked again).
         op::READ_REQUEST => {
-            // A bad rkey now gets no answer: the first time it was NAKed.
-            if let Some(reth) = h.reth {
+            // A bad rkey now gets no answer: the first time it was NAKed;
+            // nor does a length no READ is taken with (the first time,
+            // NAKed too), which would have one packet stream 2^31 bytes.
+            if let Some(reth) = h.reth.filter(|r| r.len <= packet::MAX_DMA_LEN) {
                 read_again(qp, rq, attrs, h.psn, reth.len);
                 let _ = start_read(qp, rq, attrs, h.psn, reth);
             }
