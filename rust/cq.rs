@@ -181,6 +181,13 @@ impl OxeCq {
         let resp = b::rxe_resize_cq_resp {
             mi: mmaps.offer(offsets, next.buf())?,
         };
+        // Told before the swap: a CQ must not post into a ring its process
+        // cannot find, as it would if this failed after (librxe reads the
+        // answer only if the verb succeeds).
+        if let Err(e) = udata.respond(&resp) {
+            mmaps.withdraw(next.buf());
+            return Err(e);
+        }
         let mut inner = state.inner.lock();
         let moved = refill(&mut inner.queue, &mut next, &mut slot);
         if moved.is_ok() {
@@ -194,8 +201,7 @@ impl OxeCq {
         // released).
         mmaps.withdraw(next.buf());
         drop(next);
-        moved?;
-        udata.respond(&resp)
+        moved
     }
 
     /// Kernel consumers' poll: pops up to `out.len()` completions into `out`;

@@ -150,12 +150,9 @@ impl Srq {
             }
             None => None,
         };
-        let mut guard = self.ring.lock();
-        let r = &mut *guard;
-        let posted = r.queue.posted();
-        if posted > next.capacity() {
-            return Err(EINVAL);
-        }
+        // Offered and told before the SRQ's lock is taken: writing to user
+        // memory may fault and sleep, and the responders of every QP on
+        // the SRQ would wait for it.
         if let Some((addr, mmaps)) = &user {
             let mi = mmaps.offer(offsets, next.buf())?;
             let written = UserSlice::new(UserPtr::from_addr(*addr as usize), size_of_val(&mi))
@@ -165,6 +162,24 @@ impl Srq {
                 mmaps.withdraw(next.buf());
                 return Err(e);
             }
+        }
+        // Not offered any more if the move fails (`next` is then freed).
+        let moved = self.move_to(&mut next);
+        if let Some((_, mmaps)) = &user {
+            mmaps.withdraw(next.buf());
+        }
+        moved
+    }
+
+    /// Moves the posted WQEs to `next` and makes it the ring; `next` is
+    /// then the old one. EINVAL if they do not fit (nothing changes), or if
+    /// `next` took no more (a process that mapped and wrote it early).
+    fn move_to(&self, next: &mut Queue) -> Result {
+        let mut guard = self.ring.lock();
+        let r = &mut *guard;
+        let posted = r.queue.posted();
+        if posted > next.capacity() {
+            return Err(EINVAL);
         }
         {
             // Kernel posting (any context) stops while the WQEs move.
@@ -187,14 +202,10 @@ impl Srq {
                 *k = next.kernel_producer();
             }
             // Same element size (same max_sge): the scratch copy still fits.
-            core::mem::swap(&mut r.queue, &mut next);
+            core::mem::swap(&mut r.queue, next);
         }
-        drop(guard);
-        // `next` is the old ring now: its offer goes if never mapped, and it
-        // is freed here, outside the spinlock (vfree sleeps).
-        if let Some((_, mmaps)) = &user {
-            mmaps.withdraw(next.buf());
-        }
+        // `next` is the old ring now: its offer goes if never mapped, and the
+        // caller frees it, outside the spinlock (vfree sleeps).
         Ok(())
     }
 
@@ -228,33 +239,42 @@ impl Srq {
         }
         r.queue.advance_consumer();
         let left = r.queue.posted();
-        if r.limit != 0 && left < r.limit {
-            // Raised once per arming, as rxe.
+        // Raised once per arming, as rxe, and after the lock is let go (as
+        // rxe): a handler may arm the limit again (`modify` takes the lock).
+        let fire = r.limit != 0 && left < r.limit;
+        if fire {
             r.limit = 0;
+        }
+        let taken = self.take_locked(keys, sges, r);
+        drop(guard);
+        if fire {
             self.handle
                 .event(b::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED);
         }
+        Some(taken)
+    }
+
+    /// `take`'s WQE, copied to `r.wqe`: parsed and its SGEs checked.
+    fn take_locked(&self, keys: &Keys, sges: bool, r: &Ring) -> Result<(u64, Sgl), (u64, u32)> {
         let Some(w) = wqe::RecvWqe::parse(&r.wqe) else {
-            return Some(Err((0, b::ib_wc_status_IB_WC_LOC_QP_OP_ERR)));
+            return Err((0, b::ib_wc_status_IB_WC_LOC_QP_OP_ERR));
         };
         if !sges {
-            return Some(Ok((w.wr_id, Sgl::none(self.pd))));
+            return Ok((w.wr_id, Sgl::none(self.pd)));
         }
         if w.num_sge > self.max_sge {
-            return Some(Err((w.wr_id, b::ib_wc_status_IB_WC_LOC_LEN_ERR)));
+            return Err((w.wr_id, b::ib_wc_status_IB_WC_LOC_LEN_ERR));
         }
-        Some(
-            Sgl::build(
-                keys,
-                self.pd,
-                &r.wqe,
-                wqe::RECV_WQE_SGE_OFFSET,
-                w.num_sge,
-                access::LOCAL_WRITE,
-            )
-            .map(|sgl| (w.wr_id, sgl))
-            .map_err(|status| (w.wr_id, crate::sgl::recv_status(status))),
+        Sgl::build(
+            keys,
+            self.pd,
+            &r.wqe,
+            wqe::RECV_WQE_SGE_OFFSET,
+            w.num_sge,
+            access::LOCAL_WRITE,
         )
+        .map(|sgl| (w.wr_id, sgl))
+        .map_err(|status| (w.wr_id, crate::sgl::recv_status(status)))
     }
 
     /// Offers a user SRQ's ring for mmap and sends its mminfo and number

@@ -1835,6 +1835,36 @@ static int raw_resize_cq(struct ibv_context *ctx, uint32_t handle, uint32_t cqe)
 	return raw_cmd(ctx, &req, sizeof(req));
 }
 
+/*
+ * A resize whose answer cannot be written (a read-only response buffer)
+ * fails with EFAULT and leaves the CQ on the ring librxe mapped: its
+ * completions still show. (oxe swapped the rings first, then answered:
+ * the CQ posted into a ring its process could not find.)
+ */
+TEST_F(dp, a_resize_that_cannot_answer_keeps_the_ring)
+{
+	void *ro = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_resize_cq cmd;
+	} req = {
+		.hdr = { .command = IB_USER_VERBS_CMD_RESIZE_CQ, .in_words = sizeof(req) / 4,
+			 .out_words = (sizeof(struct ib_uverbs_resize_cq_resp) +
+				       sizeof(struct rxe_resize_cq_resp)) / 4 },
+		.cmd = { .response = (uintptr_t)ro, .cq_handle = self->a.cq->handle, .cqe = 512 },
+	};
+	struct ibv_wc wc;
+
+	ASSERT_NE(MAP_FAILED, ro);
+	EXPECT_EQ(-EFAULT, raw_cmd(self->ctx, &req, sizeof(req)));
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_RDMA_WRITE, self->a.buf, 64, self->a.mr->lkey,
+			  (uintptr_t)self->b.buf, self->b.mr->rkey, 5));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	EXPECT_EQ(5, wc.wr_id);
+	munmap(ro, 4096);
+}
+
 /* CREATE_QP of an RC QP with one-entry rings, answered in @resp. */
 static int raw_create_qp(struct ibv_pd *pd, struct ibv_cq *cq, struct raw_qp_resp *resp)
 {
