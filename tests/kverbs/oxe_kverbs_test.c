@@ -672,6 +672,27 @@ static void post_too_many_sges(struct kunit *test)
 	KUNIT_EXPECT_PTR_EQ(test, bad_r, (const struct ib_recv_wr *)&rwr);
 }
 
+/* An RC QP on @srq, connected to QP 1 of the context (which talks to it). */
+static struct ib_qp *srq_qp(struct kunit *test, struct ib_srq *srq)
+{
+	struct ctx *c = test->priv;
+	struct ib_qp_init_attr ia = {
+		.qp_type = IB_QPT_RC, .sq_sig_type = IB_SIGNAL_ALL_WR,
+		.cap = { .max_send_wr = 4, .max_send_sge = 1 },
+		.send_cq = c->cq[0], .recv_cq = c->cq[0], .srq = srq,
+	};
+	union ib_gid gid;
+	int gi = roce_gid(c->ibdev, &gid);
+	struct ib_qp *qp = ib_create_qp(c->pd, &ia);
+
+	KUNIT_ASSERT_FALSE(test, IS_ERR(qp));
+	KUNIT_ASSERT_EQ(test, ib_modify_qp(c->qp[1], &(struct ib_qp_attr){ .qp_state = IB_QPS_RESET },
+					   IB_QP_STATE), 0);
+	KUNIT_ASSERT_EQ(test, connect_qp(c->qp[1], qp->qp_num, gi, &gid), 0);
+	KUNIT_ASSERT_EQ(test, connect_qp(qp, c->qp[1]->qp_num, gi, &gid), 0);
+	return qp;
+}
+
 /*
  * A kernel SRQ: post_srq_recv fills it, a QP created on it takes a SEND's
  * receive from it, and its own post_recv is refused (it has no RQ).
@@ -680,11 +701,6 @@ static void srq_send_recv(struct kunit *test)
 {
 	struct ctx *c = test->priv;
 	struct ib_srq_init_attr sa = { .attr = { .max_wr = 16, .max_sge = 1 } };
-	struct ib_qp_init_attr ia = {
-		.qp_type = IB_QPT_RC, .sq_sig_type = IB_SIGNAL_ALL_WR,
-		.cap = { .max_send_wr = 4, .max_send_sge = 1 },
-		.send_cq = c->cq[0], .recv_cq = c->cq[0],
-	};
 	struct ib_sge rs = { .addr = c->dma[0], .length = 4096, .lkey = c->pd->local_dma_lkey };
 	struct ib_recv_wr rwr = { .sg_list = &rs, .num_sge = 1, .wr_id = 11 };
 	struct ib_sge ss = { .addr = c->dma[1], .length = 2000, .lkey = c->pd->local_dma_lkey };
@@ -693,19 +709,10 @@ static void srq_send_recv(struct kunit *test)
 	struct ib_srq *srq;
 	struct ib_qp *qp;
 	struct ib_wc wc;
-	union ib_gid gid;
-	int gi = roce_gid(c->ibdev, &gid);
 
 	srq = ib_create_srq(c->pd, &sa);
 	KUNIT_ASSERT_FALSE(test, IS_ERR(srq));
-	ia.srq = srq;
-	qp = ib_create_qp(c->pd, &ia);
-	KUNIT_ASSERT_FALSE(test, IS_ERR(qp));
-	/* QP 1 of the context now talks to the new QP, which answers it. */
-	KUNIT_ASSERT_EQ(test, ib_modify_qp(c->qp[1], &(struct ib_qp_attr){ .qp_state = IB_QPS_RESET },
-					   IB_QP_STATE), 0);
-	KUNIT_ASSERT_EQ(test, connect_qp(c->qp[1], qp->qp_num, gi, &gid), 0);
-	KUNIT_ASSERT_EQ(test, connect_qp(qp, c->qp[1]->qp_num, gi, &gid), 0);
+	qp = srq_qp(test, srq);
 	KUNIT_EXPECT_EQ(test, ib_post_recv(qp, &rwr, NULL), -EINVAL);
 	KUNIT_ASSERT_EQ(test, ib_post_srq_recv(srq, &rwr, NULL), 0);
 	memset(c->buf[1], 0x6b, 2000);
@@ -717,6 +724,64 @@ static void srq_send_recv(struct kunit *test)
 	KUNIT_EXPECT_EQ(test, wc.byte_len, 2000);
 	KUNIT_EXPECT_PTR_EQ(test, wc.qp, qp);
 	KUNIT_EXPECT_NULL(test, memchr_inv(c->buf[0], 0x6b, 2000));
+	ib_destroy_qp(qp);
+	ib_destroy_srq(srq);
+}
+
+struct rearm {
+	atomic_t events;
+	int err;
+};
+
+/* Arms the limit again at 1, as a consumer refilling in steps would. */
+static void srq_rearm(struct ib_event *ev, void *context)
+{
+	struct rearm *r = context;
+
+	if (ev->event != IB_EVENT_SRQ_LIMIT_REACHED)
+		return;
+	atomic_inc(&r->events);
+	r->err = ib_modify_srq(ev->element.srq, &(struct ib_srq_attr){ .srq_limit = 1 },
+			       IB_SRQ_LIMIT);
+}
+
+/*
+ * IB_EVENT_SRQ_LIMIT_REACHED's handler may arm the limit again: two
+ * receives posted, the limit armed at 2; the first SEND leaves one (an
+ * event, whose handler arms 1), the second none (another). oxe used to
+ * raise the event holding the SRQ's lock, which ib_modify_srq takes: the
+ * QP's task hung.
+ */
+static void srq_limit_rearmed_by_its_handler(struct kunit *test)
+{
+	struct ctx *c = test->priv;
+	struct rearm r = { .events = ATOMIC_INIT(0), .err = -1 };
+	struct ib_srq_init_attr sa = {
+		.event_handler = srq_rearm, .srq_context = &r,
+		.attr = { .max_wr = 16, .max_sge = 1 },
+	};
+	struct ib_sge rs = { .addr = c->dma[0], .length = 4096, .lkey = c->pd->local_dma_lkey };
+	struct ib_recv_wr rwr = { .sg_list = &rs, .num_sge = 1 };
+	struct ib_sge ss = { .addr = c->dma[1], .length = 64, .lkey = c->pd->local_dma_lkey };
+	struct ib_send_wr swr = { .opcode = IB_WR_SEND, .sg_list = &ss, .num_sge = 1,
+				  .send_flags = IB_SEND_SIGNALED };
+	struct ib_srq *srq;
+	struct ib_qp *qp;
+
+	srq = ib_create_srq(c->pd, &sa);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(srq));
+	qp = srq_qp(test, srq);
+	KUNIT_ASSERT_EQ(test, ib_post_srq_recv(srq, &rwr, NULL), 0);
+	KUNIT_ASSERT_EQ(test, ib_post_srq_recv(srq, &rwr, NULL), 0);
+	KUNIT_ASSERT_EQ(test, ib_modify_srq(srq, &(struct ib_srq_attr){ .srq_limit = 2 },
+					    IB_SRQ_LIMIT), 0);
+	for (int i = 0; i < 2; i++) {
+		KUNIT_ASSERT_EQ(test, post(c, 1, &swr), 0);
+		KUNIT_EXPECT_EQ(test, poll_wc(c, 1).status, IB_WC_SUCCESS);
+		KUNIT_EXPECT_EQ(test, poll_wc(c, 0).status, IB_WC_SUCCESS);
+		KUNIT_EXPECT_EQ(test, atomic_read(&r.events), i + 1);
+		KUNIT_EXPECT_EQ(test, r.err, 0);
+	}
 	ib_destroy_qp(qp);
 	ib_destroy_srq(srq);
 }
@@ -739,6 +804,7 @@ static struct kunit_case oxe_kverbs_cases[] = {
 	KUNIT_CASE(post_poll_atomic),
 	KUNIT_CASE(post_too_many_sges),
 	KUNIT_CASE(srq_send_recv),
+	KUNIT_CASE(srq_limit_rearmed_by_its_handler),
 	KUNIT_CASE(recv_posted_in_err_is_flushed),
 	{}
 };
