@@ -67,36 +67,50 @@ fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCache) 
     // RESET, or forged) fails, rewinds or holds back nothing, as in rxe.
     let sent = packet::psn_diff(h.psn, sent_limit(sq)) < 0;
     match h.opcode {
-        op::ACKNOWLEDGE => match h.aeth {
-            Some(Syndrome::Ack) => {
-                answer_lost(qp, sq, h.psn);
-                ack_through(qp, sq, h.psn);
+        op::ACKNOWLEDGE => {
+            let Some(syndrome) = h.aeth else {
+                return;
+            };
+            match syndrome {
+                Syndrome::Rnr(_) => qp.count(Counter::RcvdRnrErr),
+                Syndrome::Nak(Nak::Sequence) => qp.count(Counter::RcvdSeqErr),
+                _ => {}
             }
-            Some(Syndrome::Rnr(code)) => {
-                qp.count(Counter::RcvdRnrErr);
-                ack_through(qp, sq, packet::psn_add(h.psn, packet::PSN_MASK));
-                if h.psn == sq.una && sent {
-                    rnr(qp, sq, code);
+            // An ACK covers its PSN; a NAK what is before it.
+            let through = match syndrome {
+                Syndrome::Ack => h.psn,
+                _ => packet::psn_add(h.psn, packet::PSN_MASK),
+            };
+            ack_through(qp, sq, through);
+            // Past a READ or atomic left unanswered at the head once the
+            // WQEs before it retired: its answer was lost (rxe's
+            // `check_psn`, for NAKs too). The go-back sends what the NAK
+            // names again as well.
+            if answer_lost(qp, sq, h.psn, true) {
+                return;
+            }
+            match syndrome {
+                Syndrome::Ack => {}
+                Syndrome::Rnr(code) => {
+                    if h.psn == sq.una && sent {
+                        rnr(qp, sq, code);
+                    }
+                }
+                Syndrome::Nak(Nak::Sequence) => {
+                    // The responder expects `psn`: send again from there,
+                    // unless an RNR wait will do so.
+                    if h.psn == sq.una && sent && !sq.rnr_wait {
+                        ib::trace::retransmit(qp.qpn, sq.una, c"sequence NAK", sq.retries);
+                        rewind(sq);
+                    }
+                }
+                Syndrome::Nak(nak) => {
+                    if h.psn == sq.una && sent && head_holds(sq, h.psn) {
+                        fail(qp, sq, nak_status(nak));
+                    }
                 }
             }
-            Some(Syndrome::Nak(Nak::Sequence)) => {
-                qp.count(Counter::RcvdSeqErr);
-                ack_through(qp, sq, packet::psn_add(h.psn, packet::PSN_MASK));
-                // The responder expects `psn`: send again from there, unless
-                // an RNR wait will do so.
-                if h.psn == sq.una && sent && !sq.rnr_wait {
-                    ib::trace::retransmit(qp.qpn, sq.una, c"sequence NAK", sq.retries);
-                    rewind(sq);
-                }
-            }
-            Some(Syndrome::Nak(nak)) => {
-                ack_through(qp, sq, packet::psn_add(h.psn, packet::PSN_MASK));
-                if h.psn == sq.una && sent && head_holds(sq, h.psn) {
-                    fail(qp, sq, nak_status(nak));
-                }
-            }
-            None => {}
-        },
+        }
         op::READ_RESPONSE_FIRST
         | op::READ_RESPONSE_MIDDLE
         | op::READ_RESPONSE_LAST
@@ -106,7 +120,7 @@ fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCache) 
         }
         op::ATOMIC_ACKNOWLEDGE => {
             ack_through(qp, sq, packet::psn_add(h.psn, packet::PSN_MASK));
-            if answer_lost(qp, sq, h.psn) {
+            if answer_lost(qp, sq, h.psn, false) {
                 return;
             }
             let Some(p) = sq.inflight.front() else {
@@ -140,8 +154,11 @@ fn response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCache) 
 /// responder answers in PSN order, so the head's answer was lost (or
 /// overtaken on the link): ask again at once (once per gap), as rxe does,
 /// rather than wait for the retransmit timer. The responder serves a READ
-/// again and replays an atomic's saved result. True if `psn` is past it.
-fn answer_lost(qp: &Arc<Qp>, sq: &mut SendSide, psn: u32) -> bool {
+/// again and replays an atomic's saved result. True if `psn` is past it:
+/// past the next answer expected, or for an ACK or NAK (`ack`), which the
+/// responder may send while a READ's responses are still on their way (a
+/// duplicate's), past the last PSN asked for.
+fn answer_lost(qp: &Arc<Qp>, sq: &mut SendSide, psn: u32, ack: bool) -> bool {
     let Some(p) = sq.inflight.front() else {
         return false;
     };
@@ -149,7 +166,12 @@ fn answer_lost(qp: &Arc<Qp>, sq: &mut SendSide, psn: u32) -> bool {
         return false;
     }
     let expected = packet::psn_add(p.first_psn, p.done);
-    let ahead = packet::psn_diff(psn, expected) > 0 && packet::psn_diff(psn, sent_limit(sq)) < 0;
+    let beyond = if ack {
+        packet::psn_add(p.first_psn, p.sent - 1)
+    } else {
+        expected
+    };
+    let ahead = packet::psn_diff(psn, beyond) > 0 && packet::psn_diff(psn, sent_limit(sq)) < 0;
     if ahead && sq.answer_gap != Some(expected) {
         sq.answer_gap = Some(expected);
         qp.count(Counter::CompleterRetryErr);
@@ -264,7 +286,7 @@ fn read_response(qp: &Arc<Qp>, sq: &mut SendSide, pkt: &Packet, cache: &mut MrCa
     let expected = packet::psn_add(p.first_psn, p.done);
     let empty_answer = matches!(p.op, Op::AtomicWrite(_) | Op::Flush(_));
     if !(matches!(p.op, Op::Read(_)) || empty_answer) || p.done >= p.sent || h.psn != expected {
-        answer_lost(qp, sq, h.psn);
+        answer_lost(qp, sq, h.psn, false);
         return;
     }
     if empty_answer {

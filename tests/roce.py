@@ -13,6 +13,8 @@ READ_RESPONSE_MIDDLE = 0x0E
 READ_RESPONSE_LAST = 0x0F
 READ_RESPONSE_ONLY = 0x10
 ACKNOWLEDGE = 0x11
+ATOMIC_ACKNOWLEDGE = 0x12
+FETCH_ADD = 0x14
 ACK = 0x1F  # AETH syndrome: ACK, no credit limit
 NAK_SEQ = 0x60  # AETH syndrome: NAK, PSN sequence error
 RNR_655MS = 0x20  # AETH syndrome: RNR NAK, timer code 0 (655.36 ms)
@@ -30,6 +32,10 @@ def aeth(syndrome, msn=0):
 
 def reth(va, rkey, length):
     return struct.pack("!QII", va, rkey, length)
+
+
+def atomic_eth(va, rkey, swap_add, compare=0):
+    return struct.pack("!QIQQ", va, rkey, swap_add, compare)
 
 
 def parse_bth(data):
@@ -117,23 +123,25 @@ def mapped_gid(ip):
     return ":".join(b[i:i + 2].hex() for i in range(0, 16, 2))
 
 
-def rc_qp(pd, cq, gid_index, peer_ip, peer_qpn, sq_psn=0, access=0, dest_rd_atomic=1):
+def rc_qp(pd, cq, gid_index, peer_ip, peer_qpn, sq_psn=0, access=0, dest_rd_atomic=1,
+          timeout=14, send_wr=1):
     """An RC QP of `pd` in RTS, connected to QP `peer_qpn` at `peer_ip` (a
     scripted peer): path MTU 256, PSNs from 0 (its requests from `sq_psn`),
-    67 ms timeout, 3 retries, one RNR retry."""
+    a `timeout` of 67 ms (4.096 us << 14), 3 retries, one RNR retry; room
+    for `send_wr` send WRs and one receive."""
     import pyverbs.enums as e
     from pyverbs.addr import AHAttr, GID, GlobalRoute
     from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 
     qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
-                           cap=QPCap(max_send_wr=1, max_recv_wr=1)))
+                           cap=QPCap(max_send_wr=send_wr, max_recv_wr=1)))
     attr = QPAttr(port_num=1)
     attr.qp_access_flags = access
     attr.path_mtu = e.IBV_MTU_256
     attr.dest_qp_num = peer_qpn
     attr.rq_psn = 0
     attr.sq_psn = sq_psn
-    attr.timeout = 14  # 67 ms
+    attr.timeout = timeout
     attr.retry_cnt = 3
     attr.rnr_retry = 1
     attr.min_rnr_timer = 12

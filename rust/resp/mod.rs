@@ -318,8 +318,8 @@ fn duplicate(qp: &Arc<Qp>, rq: &mut RecvSide, attrs: &Attrs, pkt: &Packet) {
         // Done once is enough: what it made visible stays visible.
         op::FLUSH => read_ack(qp, attrs, h.psn),
         // Atomics are never executed twice: the saved result is replayed.
-        // One no longer remembered is a window behind: the requester cannot
-        // be waiting for it.
+        // One no longer remembered is far behind, or was answered before
+        // the last `ATOMIC_LOG_LEN` were sent: no requester waits for it.
         op::COMPARE_SWAP | op::FETCH_ADD => {
             if let Some(orig) = rq.atomics.find(h.psn) {
                 atomic_ack(qp, attrs, h.psn, orig);

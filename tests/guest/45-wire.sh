@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 ktap_print_header
-ktap_set_plan 37
+ktap_set_plan 39
 before=$(pins)
 
 # 1. One device, every packet through the wire path: the data-path cases
@@ -168,6 +168,14 @@ check "an RNR NAK for a PSN not sent yet holds nothing back" \
 # Requests whose lengths do not add up: NAKed, nothing placed or completed.
 check "requests whose lengths do not add up are NAKed (invalid request), nothing placed" \
 	ip netns exec B python3 tests/bad_lengths.py oxeB "$gb" 10.9.0.2 10.9.0.1 A
+
+# A lost READ response, shown by the ACK of a later SEND: asked again at once.
+check "a READ whose response was lost is asked again at the next ACK, not at the timer" \
+	ip netns exec B python3 tests/lost_answer.py oxeB "$gb" 10.9.0.2 10.9.0.1 A
+
+# An atomic asked again behind a READ of 200 packets: replayed, not lost.
+check "an atomic asked again after a 200-packet READ is answered from its saved result" \
+	ip netns exec B python3 tests/atomic_replay.py oxeB "$gb" 10.9.0.2 10.9.0.1 A
 
 # 5. A namespace deleted with its device still there: the device goes with
 # its netdev, and the socket with it.
