@@ -55,6 +55,11 @@ pub(crate) fn drain(qp: &Arc<Qp>, sq: &mut SendSide, budget: &mut u32, cache: &m
 /// that failed before a packet went out.
 pub(crate) fn settle(qp: &Arc<Qp>, sq: &mut SendSide) {
     while let Some(Op::Failed(status)) = sq.inflight.front().map(|p| &p.op) {
+        // After the first error completion the rest are flushed
+        // (WR_FLUSH_ERR, `flush_sq`), a failed WQE too.
+        if qp.attrs().state == STATE_ERR {
+            return;
+        }
         let status = *status;
         fail(qp, sq, status);
     }

@@ -364,6 +364,8 @@ fn send_packets(
                 return Step::Blocked;
             }
             let Some(pkt) = one_packet_request(p, dest) else {
+                // No memory for ATOMIC_WRITE's 8 bytes: as for a payload.
+                try_again_soon(qp);
                 return Step::Blocked;
             };
             p.sent = 1;

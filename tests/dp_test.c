@@ -780,6 +780,39 @@ TEST_F(dp, bad_lkey_is_local_protection_error)
 	EXPECT_EQ(IBV_WC_LOC_PROT_ERR, wc.status);
 }
 
+/*
+ * Only the first error completes with its own status: a WRITE the peer
+ * refuses (REM_ACCESS_ERR), then one with a bad lkey, then a good one,
+ * posted together. The bad lkey fails before anything is sent, but behind
+ * the first WQE: once the first failed, it is flushed like the third.
+ * (oxe completed it with LOC_PROT_ERR: two first errors.)
+ */
+TEST_F(dp, after_the_first_error_a_failed_wqe_is_flushed)
+{
+	struct ibv_sge sge[3];
+	struct ibv_send_wr wr[3], *bad;
+	const uint32_t lkey[3] = { self->a.mr->lkey, self->a.mr->lkey ^ 0x55, self->a.mr->lkey };
+	const uint32_t rkey[3] = { self->b.mr->rkey ^ 0x55, self->b.mr->rkey, self->b.mr->rkey };
+	const int want[3] = { IBV_WC_REM_ACCESS_ERR, IBV_WC_WR_FLUSH_ERR, IBV_WC_WR_FLUSH_ERR };
+	struct ibv_wc wc;
+
+	for (int i = 0; i < 3; i++) {
+		sge[i] = (struct ibv_sge){ (uintptr_t)self->a.buf, 64, lkey[i] };
+		wr[i] = (struct ibv_send_wr){
+			.wr_id = i, .sg_list = &sge[i], .num_sge = 1, .opcode = IBV_WR_RDMA_WRITE,
+			.send_flags = IBV_SEND_SIGNALED, .next = i < 2 ? &wr[i + 1] : NULL,
+		};
+		wr[i].wr.rdma.remote_addr = (uintptr_t)self->b.buf;
+		wr[i].wr.rdma.rkey = rkey[i];
+	}
+	ASSERT_EQ(0, ibv_post_send(self->a.qp, wr, &bad));
+	for (int i = 0; i < 3; i++) {
+		ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+		EXPECT_EQ(i, wc.wr_id);
+		EXPECT_EQ(want[i], wc.status) TH_LOG("WQE %d", i);
+	}
+}
+
 TEST_F(dp, recv_buffer_too_small_is_length_error)
 {
 	struct ibv_wc wc;
@@ -1262,6 +1295,31 @@ TEST(retransmit_timer_after_a_reset)
 			  b.mr->rkey, 2));
 	ASSERT_EQ(1, wait_wc(a.cq, &wc)) TH_LOG("no completion: the old timer is still armed");
 	EXPECT_EQ(2, wc.wr_id);
+	EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+}
+
+/*
+ * A new timeout (SQD to SQD, the one change of it with work in flight)
+ * moves a pending retransmit timer: the WRITE to a peer that never answers
+ * fails with RETRY_EXC_ERR at the new timeout (1 ms), not at the old one
+ * (2.4 hours; the timer stayed armed, as nothing scheduled a turn).
+ */
+TEST(retransmit_timer_moves_with_a_new_timeout)
+{
+	struct ibv_qp_attr sqd = { .qp_state = IBV_QPS_SQD, .timeout = 8 };
+	struct ibv_context *ctx = open_dev();
+	struct side a, b;
+	struct ibv_wc wc;
+
+	ASSERT_NE(NULL, ctx);
+	ASSERT_EQ(0, write_to_a_silent_peer(ctx, ibv_alloc_pd(ctx), &a, &b, 31));
+	usleep(100000);
+	ASSERT_EQ(0, ibv_modify_qp(a.qp, &sqd, IBV_QP_STATE));
+	/* The drain's turn is over: nothing else would run one. */
+	usleep(100000);
+	ASSERT_EQ(0, ibv_modify_qp(a.qp, &sqd, IBV_QP_STATE | IBV_QP_TIMEOUT));
+	ASSERT_EQ(1, wait_wc(a.cq, &wc)) TH_LOG("no completion: the old timer is still armed");
+	EXPECT_EQ(1, wc.wr_id);
 	EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
 }
 

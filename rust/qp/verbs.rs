@@ -392,7 +392,8 @@ impl Qp {
             if mask & b::ib_qp_attr_mask_IB_QP_TIMEOUT != 0 {
                 s.timeout = a.timeout;
                 // A retransmit timer armed with the old timeout is moved to
-                // the new one when the send task next arms it.
+                // the new one when the send task next arms it, at its next
+                // turn (see SQD to SQD below).
                 sq.timer_una = None;
             }
             if mask & b::ib_qp_attr_mask_IB_QP_RETRY_CNT != 0 {
@@ -446,6 +447,9 @@ impl Qp {
                 sq.draining = true;
                 qp.schedule();
             }
+            // The only change of `timeout` with work in flight: a turn
+            // moves the retransmit timer.
+            STATE_SQD if mask & b::ib_qp_attr_mask_IB_QP_TIMEOUT != 0 => qp.schedule(),
             _ => {}
         }
         Ok(())
