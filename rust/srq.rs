@@ -79,8 +79,11 @@ impl Srq {
         }
         let max_sge = a.max_sge.max(1);
         let queue = Queue::new(a.max_wr.max(params::MIN_SRQ_WR), elem(max_sge))?;
+        // Create ignores `srq_limit` (ibv_create_srq(3)); rxe arms it, and
+        // so does oxe when the ring can hold it. A larger one (left
+        // uninitialised, say) is no reason to fail, as it is not on rxe.
         if a.srq_limit > queue.capacity() {
-            return Err(EINVAL);
+            a.srq_limit = 0;
         }
         a.max_wr = queue.capacity();
         a.max_sge = max_sge;

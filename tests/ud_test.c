@@ -783,6 +783,24 @@ TEST_F(srq, errors)
 	EXPECT_EQ(EBUSY, ibv_destroy_srq(self->srq));
 }
 
+/*
+ * rxe's sizes at create: one receive is enough (RXE_MIN_SRQ_WR is 1, not
+ * 16), and a `srq_limit` past the ring, which create is to ignore, fails
+ * nothing (oxe used to refuse it with EINVAL) and arms nothing.
+ */
+TEST_F(srq, create_takes_what_rxe_takes)
+{
+	struct ibv_srq_init_attr one = { .attr = { .max_wr = 1, .max_sge = 1, .srq_limit = 100 } };
+	struct ibv_srq *srq = ibv_create_srq(self->pd, &one);
+	struct ibv_srq_attr sa;
+
+	ASSERT_NE(NULL, srq) TH_LOG("create: %s", strerror(errno));
+	ASSERT_EQ(0, ibv_query_srq(srq, &sa));
+	EXPECT_EQ(1, sa.max_wr);
+	EXPECT_EQ(0, sa.srq_limit);
+	EXPECT_EQ(0, ibv_destroy_srq(srq));
+}
+
 /* Overflow: an SRQ takes as many receives as it reports room for, and the
  * next post fails with ENOMEM, the ring untouched; room comes back as
  * receives are consumed. */

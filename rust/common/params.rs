@@ -37,7 +37,7 @@ pub const MAX_SRQ: u32 = DEFAULT_MAX - MIN_SRQ_INDEX;
 pub const MIN_SRQ_INDEX: u32 = 0x0002_0001;
 pub const MAX_SRQ_WR: u32 = DEFAULT_MAX;
 pub const MAX_SRQ_SGE: u32 = 27;
-pub const MIN_SRQ_WR: u32 = 16;
+pub const MIN_SRQ_WR: u32 = 1;
 /// Multicast, as rxe: groups per device, QPs per group, attachments in all.
 pub const MAX_MCAST_GRP: u32 = 8192;
 pub const MAX_MCAST_QP_ATTACH: u32 = 56;
