@@ -17,7 +17,7 @@ use crate::mr::Src;
 use crate::packet::{self, op, Nak, Syndrome};
 use crate::params;
 use crate::pkt::Packet;
-use crate::qp::flight::{wc_opcode, Op};
+use crate::qp::flight::{wc_opcode, Op, Pending};
 use crate::qp::{Attrs, Qp, SendSide, RETRY, RNR, STATE_ERR};
 use crate::sgl::MrCache;
 use crate::stats::Counter;
@@ -187,6 +187,14 @@ fn answer_lost(qp: &Arc<Qp>, sq: &mut SendSide, psn: u32, ack: bool) -> bool {
     ahead
 }
 
+/// Whether `p` sent a packet since it was taken (before a go-back, too):
+/// PSNs go out in order, so if its first is below the highest sent. SQD
+/// finishes these messages and starts no other (IBA 10.3.1.9; rxe's
+/// `req_next_wqe`).
+pub(crate) fn started(sq: &SendSide, p: &Pending) -> bool {
+    packet::psn_diff(p.first_psn, sent_limit(sq)) < 0
+}
+
 fn head_holds(sq: &SendSide, psn: u32) -> bool {
     sq.inflight
         .front()
@@ -257,7 +265,7 @@ pub(crate) fn ack_through(qp: &Arc<Qp>, sq: &mut SendSide, psn: u32) {
 /// the WQE waiting for an answer to its second copies, which a peer that
 /// has what it wanted and closed its QP never sends (ibv_rc_pingpong's
 /// client: the server's last SEND then failed with RETRY_EXC_ERR).
-fn sent_limit(sq: &SendSide) -> u32 {
+pub(crate) fn sent_limit(sq: &SendSide) -> u32 {
     let now = sent_now(sq);
     if packet::psn_diff(sq.sent_high, now) > 0 {
         sq.sent_high

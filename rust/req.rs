@@ -109,7 +109,10 @@ fn turn(qp: &Arc<Qp>, mut sq: kernel::sync::MutexGuard<'_, SendSide>) {
         comp::arm_retry(qp, &mut sq, &attrs);
     }
     more |= !qp.inbox.lock().responses.is_empty() || sq.peer_full;
-    if attrs.state == STATE_SQD && sq.draining && sq.inflight.is_empty() {
+    if attrs.state == STATE_SQD
+        && sq.draining
+        && sq.inflight.front().is_none_or(|p| !comp::started(&sq, p))
+    {
         sq.draining = false;
         // Under the SQ lock, which teardown takes last: once this turn let
         // go of it, destroy may return and the core free the ib_qp (a turn
@@ -148,8 +151,13 @@ fn send(
         if sq.rnr_wait {
             return false;
         }
-        // Packets left in a WQE already in flight.
-        if sq.next < sq.inflight.len() {
+        // Packets left in a WQE already in flight: in SQD, only of one
+        // that started (a WQE taken early, behind the window or the
+        // READ/atomic limit, waits for RTS).
+        if let Some(p) = sq.inflight.get(sq.next) {
+            if attrs.state == STATE_SQD && !comp::started(sq, p) {
+                return false;
+            }
             match send_packets(qp, sq, attrs, budget, cache) {
                 Step::Progress => continue,
                 Step::Blocked => return false,

@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 ktap_print_header
-ktap_set_plan 39
+ktap_set_plan 40
 before=$(pins)
 
 # 1. One device, every packet through the wire path: the data-path cases
@@ -176,6 +176,10 @@ check "a READ whose response was lost is asked again at the next ACK, not at the
 # An atomic asked again behind a READ of 200 packets: replayed, not lost.
 check "an atomic asked again after a 200-packet READ is answered from its saved result" \
 	ip netns exec B python3 tests/atomic_replay.py oxeB "$gb" 10.9.0.2 10.9.0.1 A
+
+# SQD: a READ taken but never started waits for RTS.
+check "SQD finishes the READ it started and starts no other until RTS" \
+	ip netns exec B python3 tests/sqd_drain.py oxeB "$gb" 10.9.0.2 10.9.0.1 A
 
 # 5. A namespace deleted with its device still there: the device goes with
 # its netdev, and the socket with it.

@@ -1,0 +1,102 @@
+#!/usr/bin/env python3
+# SQD finishes the messages the QP started and starts no other.
+#
+# An RC QP of DEV (pyverbs; one READ outstanding at a time) posts two READs
+# to a scripted responder (a UDP socket at port 4791 in the network
+# namespace PEER_NS, hand-made packets, roce.py). The first goes out; the
+# second waits for its answer (max_rd_atomic 1). The QP is moved to SQD,
+# then the responder answers the first READ: it completes, and the second,
+# never started, must not go out while the QP is in SQD (IBA 10.3.1.9; rxe's
+# req_next_wqe). It did: oxe had taken it from the ring already and sent it
+# once the first was answered. Back in RTS it goes out, and completes.
+#
+# Usage (in the QP's namespace): sqd_drain.py DEV GID_INDEX LOCAL_IP PEER_IP PEER_NS
+import socket
+import sys
+import time
+
+import pyverbs.enums as e
+from pyverbs.cq import CQ
+from pyverbs.device import Context
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.qp import QPAttr
+from pyverbs.wr import SGE, SendWR
+
+import roce
+
+dev, gid_index, local_ip, peer_ip, peer_ns = sys.argv[1], int(sys.argv[2]), *sys.argv[3:6]
+PEER_QPN, LEN, READ = 0x4247, 16, 0x0C
+
+rx, tx = roce.peer_sockets(peer_ns, peer_ip)
+
+
+def requests(seconds, until):
+    """(opcode, PSN) of the QP's packets until `until` holds or time is up."""
+    got, deadline = [], time.monotonic() + seconds
+    while time.monotonic() < deadline and not until(got):
+        try:
+            b = roce.parse_bth(rx.recv(4096))
+        except socket.timeout:
+            continue
+        if b and b[1] == PEER_QPN:
+            got.append((b[0], b[2]))
+    return got
+
+
+def completions(n, seconds):
+    wcs, deadline = [], time.monotonic() + seconds
+    while len(wcs) < n and time.monotonic() < deadline:
+        k, got = cq.poll(1)
+        wcs += got if k else []
+        if not k:
+            time.sleep(0.01)
+    return [(w.wr_id, w.status) for w in wcs]
+
+
+def answer(psn, fill):
+    tx.sendto(roce.packet(peer_ip, local_ip, roce.bth(roce.READ_RESPONSE_ONLY, qp.qp_num, psn)
+                          + roce.aeth(roce.ACK) + fill * LEN), (local_ip, 0))
+
+
+def to(state):
+    qp.modify(QPAttr(qp_state=state), e.IBV_QP_STATE)
+
+
+ctx = Context(name=dev)
+pd = PD(ctx)
+cq = CQ(ctx, 8)
+mr = MR(pd, 2 * LEN, e.IBV_ACCESS_LOCAL_WRITE)
+qp = roce.rc_qp(pd, cq, gid_index, peer_ip, PEER_QPN, timeout=20, send_wr=4)
+for i in range(2):
+    wr = SendWR(wr_id=i, opcode=e.IBV_WR_RDMA_READ, num_sge=1,
+                sg=[SGE(mr.buf + i * LEN, LEN, mr.lkey)], send_flags=e.IBV_SEND_SIGNALED)
+    wr.set_wr_rdma(0x1234, 0x10000 + i * LEN)
+    qp.post_send(wr)
+
+fails = 0
+
+
+def check(ok, what):
+    global fails
+    print(f"# {'ok' if ok else 'FAILED'}: {what}")
+    fails += not ok
+
+
+first = requests(5, lambda g: (READ, 0) in g)
+early = requests(0.5, lambda g: False)
+check((READ, 0) in first and (READ, 1) not in first + early,
+      f"the first READ went out, the second waits for its answer: {first + early}")
+to(e.IBV_QPS_SQD)
+answer(0, b"a")
+check(completions(1, 5) == [(0, 0)], "in SQD the first READ completes")
+during = requests(1.5, lambda g: (READ, 1) in g)
+check((READ, 1) not in during, f"in SQD the second, never started, stays: {during}")
+to(e.IBV_QPS_RTS)
+after = requests(5, lambda g: (READ, 1) in g)
+check((READ, 1) in after, f"back in RTS it goes out: {after}")
+answer(1, b"b")
+check(completions(1, 5) == [(1, 0)], "and completes")
+check(mr.read(2 * LEN, 0) == b"a" * LEN + b"b" * LEN, "each READ placed its bytes")
+ctx.close()
+sys.exit(1 if fails else 0)
