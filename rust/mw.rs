@@ -174,6 +174,22 @@ impl Window {
         true
     }
 
+    /// Whether the window grants `req` to QP `qp` whatever its range: a
+    /// FLUSH of the whole MR names none (rxe skips the range check).
+    fn grants(&self, qp: u64, req: &Request) -> bool {
+        let st = self.state.lock();
+        let start = Request {
+            iova: if st.bind.access & crate::access::ZERO_BASED != 0 {
+                0
+            } else {
+                st.bind.addr
+            },
+            len: 0,
+            ..*req
+        };
+        rules::check_access(self.mw_type, self.pd, &st.bind, qp, &start).is_ok()
+    }
+
     /// A remote access through the window by QP `qp` (`Qp::uid`): the bound MR and
     /// where in it the access lands, if the window grants it.
     fn resolve(&self, qp: u64, req: &Request) -> Option<(MrRef, u64)> {
@@ -216,4 +232,10 @@ pub(crate) fn invalidate(keys: &mr::Keys, mws: &Windows, k: u32, pd: PdId) -> bo
 /// Resolves a window's rkey (`req.key`) for a remote access by QP `qp`.
 pub(crate) fn resolve(mws: &Windows, qp: u64, req: &Request) -> Option<(MrRef, u64)> {
     mws.get(req.key)?.resolve(qp, req)
+}
+
+/// Whether a window's rkey (`req.key`) grants `req` to QP `qp`, its range
+/// aside (a FLUSH of the whole MR).
+pub(crate) fn grants(mws: &Windows, qp: u64, req: &Request) -> bool {
+    mws.get(req.key).is_some_and(|w| w.grants(qp, req))
 }

@@ -20,7 +20,13 @@ pub const TYPE_2: u8 = 2;
 /// (type 2 only). Local rights mean nothing to a window; rxe accepts them and
 /// ignores them, and so does oxe.
 pub const BIND_ACCESS: u32 = access::SUPPORTED | access::ZERO_BASED;
-const REMOTE: u32 = access::REMOTE_READ | access::REMOTE_WRITE | access::REMOTE_ATOMIC;
+/// The rights a remote access may need of a window (a FLUSH's too, as rxe's
+/// `rxe_lookup_mw` grants them).
+const REMOTE: u32 = access::REMOTE_READ
+    | access::REMOTE_WRITE
+    | access::REMOTE_ATOMIC
+    | access::FLUSH_GLOBAL
+    | access::FLUSH_PERSISTENT;
 
 /// Whether `k` names a window (windows have an index range of their own, so
 /// an MR's key never resolves to a window or the reverse).
@@ -439,6 +445,21 @@ mod tests {
         assert_eq!(
             check_access(TYPE_1, 3, &unbound(), 1, &req(W, 3, 0, 0, 0)),
             Err(AccessError::BadKey)
+        );
+        // FLUSH: a window bound with the right grants it (it used to be
+        // refused whatever the window's rights, as rxe's never is).
+        let f = Binding {
+            access: REMOTE_WRITE | crate::access::FLUSH_GLOBAL,
+            ..w
+        };
+        let flush = crate::access::FLUSH_GLOBAL;
+        assert_eq!(
+            check_access(TYPE_1, 3, &f, 1, &req(W, 3, 0x1100, 8, flush)),
+            Ok(0x1100)
+        );
+        assert_eq!(
+            check_access(TYPE_1, 3, &w, 1, &req(W, 3, 0x1100, 8, flush)),
+            Err(AccessError::NoRight)
         );
     }
 

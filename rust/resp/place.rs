@@ -54,7 +54,11 @@ pub(super) fn flush(
         rights: right,
     };
     let ok = if crate::mw_rules::is_mw(reth.rkey) {
-        crate::mw::resolve(qp.mws.get(), qp.uid, &req).is_some()
+        if feth.level == packet::flush::MR {
+            crate::mw::grants(qp.mws.get(), qp.uid, &req)
+        } else {
+            crate::mw::resolve(qp.mws.get(), qp.uid, &req).is_some()
+        }
     } else {
         let m = mr::lookup(qp.keys.get(), reth.rkey).ok_or(Nak::RemoteAccess)?;
         if feth.level == packet::flush::MR {
