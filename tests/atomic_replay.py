@@ -14,10 +14,8 @@
 # to forget an atomic 128 PSNs behind the expected PSN and drop its repeat.
 #
 # Usage (in the QP's namespace): atomic_replay.py DEV GID_INDEX LOCAL_IP PEER_IP PEER_NS
-import socket
 import struct
 import sys
-import time
 
 import pyverbs.enums as e
 from pyverbs.cq import CQ
@@ -48,16 +46,7 @@ def send(opcode, psn, rest):
 
 def answers(seconds, until):
     """(opcode, PSN, packet) of the QP's answers until `until` holds or time is up."""
-    got, deadline = [], time.monotonic() + seconds
-    while time.monotonic() < deadline and not until(got):
-        try:
-            data = rx.recv(4096)
-        except socket.timeout:
-            continue
-        b = roce.parse_bth(data)
-        if b and b[1] == PEER_QPN:
-            got.append((b[0], b[2], data))
-    return got
+    return roce.heard(rx, PEER_QPN, seconds, until)
 
 
 def atomic_orig(got):
@@ -68,13 +57,7 @@ def atomic_orig(got):
     return None
 
 
-fails = 0
-
-
-def check(ok, what):
-    global fails
-    print(f"# {'ok' if ok else 'FAILED'}: {what}")
-    fails += not ok
+check = roce.Checks()
 
 
 fetch_add = roce.atomic_eth(mr.buf, mr.rkey, 5)
@@ -91,4 +74,4 @@ check(again == 7, f"FETCH_ADD at PSN 0 again, {NPKTS} PSNs later: answered {agai
 now = struct.unpack("<Q", mr.read(8, 0))[0]
 check(now == 12, f"the MR holds {now}: executed once (12)")
 ctx.close()
-sys.exit(1 if fails else 0)
+sys.exit(1 if check.fails else 0)

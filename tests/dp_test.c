@@ -1272,55 +1272,71 @@ TEST(retry_exceeded_when_the_peer_never_answers)
 }
 
 /*
- * A QP reset and connected again arms its retransmit timer with its new
- * timeout. A timer armed before the reset (timeout 31: 2.4 hours) stayed
- * pending, and the QP armed no other until it fired: the WRITE after the
- * reconnect, to a peer that never answers, waited hours for its
- * RETRY_EXC_ERR.
+ * A WRITE in flight to a peer that never answers, its retransmit timer
+ * armed with timeout 31 (2.4 hours): each case below must get the QP a
+ * timer of 1 ms (timeout 8) and RETRY_EXC_ERR within the poll's patience.
  */
-TEST(retransmit_timer_after_a_reset)
-{
-	struct ibv_qp_attr r = { .qp_state = IBV_QPS_RESET };
-	struct ibv_context *ctx = open_dev();
+FIXTURE(silent) {
+	struct ibv_context *ctx;
 	struct side a, b;
-	struct ibv_wc wc;
+};
 
-	ASSERT_NE(NULL, ctx);
-	ASSERT_EQ(0, write_to_a_silent_peer(ctx, ibv_alloc_pd(ctx), &a, &b, 31));
+FIXTURE_SETUP(silent)
+{
+	self->ctx = open_dev();
+	ASSERT_NE(NULL, self->ctx);
+	ASSERT_EQ(0, write_to_a_silent_peer(self->ctx, ibv_alloc_pd(self->ctx), &self->a,
+					    &self->b, 31));
 	/* Sent, and the 2.4-hour timer armed. */
 	usleep(100000);
-	ASSERT_EQ(0, ibv_modify_qp(a.qp, &r, IBV_QP_STATE));
-	ASSERT_EQ(0, connect_rc_timeout(ctx, a.qp, b.qp->qp_num, ACC_ALL, 7, 8, 2));
-	ASSERT_EQ(0, post(a.qp, IBV_WR_RDMA_WRITE, a.buf, 64, a.mr->lkey, (uintptr_t)b.buf,
-			  b.mr->rkey, 2));
-	ASSERT_EQ(1, wait_wc(a.cq, &wc)) TH_LOG("no completion: the old timer is still armed");
-	EXPECT_EQ(2, wc.wr_id);
+}
+
+FIXTURE_TEARDOWN(silent)
+{
+}
+
+static void expect_retry_exceeded(struct __test_metadata *_metadata, struct ibv_cq *cq,
+				  uint64_t wr_id)
+{
+	struct ibv_wc wc;
+
+	ASSERT_EQ(1, wait_wc(cq, &wc)) TH_LOG("no completion: the old timer is still armed");
+	EXPECT_EQ(wr_id, wc.wr_id);
 	EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
 }
 
 /*
- * A new timeout (SQD to SQD, the one change of it with work in flight)
- * moves a pending retransmit timer: the WRITE to a peer that never answers
- * fails with RETRY_EXC_ERR at the new timeout (1 ms), not at the old one
- * (2.4 hours; the timer stayed armed, as nothing scheduled a turn).
+ * A QP reset and connected again arms its retransmit timer with its new
+ * timeout. The timer armed before the reset stayed pending, and the QP
+ * armed no other until it fired: the WRITE after the reconnect waited
+ * hours for its RETRY_EXC_ERR.
  */
-TEST(retransmit_timer_moves_with_a_new_timeout)
+TEST_F(silent, retransmit_timer_after_a_reset)
+{
+	struct ibv_qp_attr r = { .qp_state = IBV_QPS_RESET };
+
+	ASSERT_EQ(0, ibv_modify_qp(self->a.qp, &r, IBV_QP_STATE));
+	ASSERT_EQ(0, connect_rc_timeout(self->ctx, self->a.qp, self->b.qp->qp_num, ACC_ALL, 7, 8,
+					2));
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_RDMA_WRITE, self->a.buf, 64, self->a.mr->lkey,
+			  (uintptr_t)self->b.buf, self->b.mr->rkey, 2));
+	expect_retry_exceeded(_metadata, self->a.cq, 2);
+}
+
+/*
+ * A new timeout (SQD to SQD, the one change of it with work in flight)
+ * moves the pending retransmit timer: the WRITE fails at the new timeout,
+ * not at the old one (the timer stayed armed: nothing scheduled a turn).
+ */
+TEST_F(silent, retransmit_timer_moves_with_a_new_timeout)
 {
 	struct ibv_qp_attr sqd = { .qp_state = IBV_QPS_SQD, .timeout = 8 };
-	struct ibv_context *ctx = open_dev();
-	struct side a, b;
-	struct ibv_wc wc;
 
-	ASSERT_NE(NULL, ctx);
-	ASSERT_EQ(0, write_to_a_silent_peer(ctx, ibv_alloc_pd(ctx), &a, &b, 31));
-	usleep(100000);
-	ASSERT_EQ(0, ibv_modify_qp(a.qp, &sqd, IBV_QP_STATE));
+	ASSERT_EQ(0, ibv_modify_qp(self->a.qp, &sqd, IBV_QP_STATE));
 	/* The drain's turn is over: nothing else would run one. */
 	usleep(100000);
-	ASSERT_EQ(0, ibv_modify_qp(a.qp, &sqd, IBV_QP_STATE | IBV_QP_TIMEOUT));
-	ASSERT_EQ(1, wait_wc(a.cq, &wc)) TH_LOG("no completion: the old timer is still armed");
-	EXPECT_EQ(1, wc.wr_id);
-	EXPECT_EQ(IBV_WC_RETRY_EXC_ERR, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	ASSERT_EQ(0, ibv_modify_qp(self->a.qp, &sqd, IBV_QP_STATE | IBV_QP_TIMEOUT));
+	expect_retry_exceeded(_metadata, self->a.cq, 1);
 }
 
 /*
@@ -2341,6 +2357,19 @@ static int flush_once(FIXTURE_DATA(dp) *self, struct ibv_cq *cq, int peer_access
 	return qpex_once(self->ctx, self->a.pd, cq, self->b.qp, peer_access, w, wc);
 }
 
+/* A FLUSH of level MR through @w's rkey, whatever its range: it succeeds. */
+static void expect_flush_of_the_mr(struct __test_metadata *_metadata, FIXTURE_DATA(dp) *self,
+				   struct ibv_cq *cq, int acc, struct qpex_wr *w)
+{
+	struct ibv_wc wc;
+
+	w->level = FLUSH_LEVEL_MR;
+	w->addr = 1;
+	w->len = 0;
+	ASSERT_EQ(0, flush_once(self, cq, acc, w, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+}
+
 /*
  * FLUSH (global visibility), rxe's checks: the type's right on the
  * responder's QP and on the MR, the range inside the MR at level RANGE
@@ -2384,11 +2413,7 @@ TEST_F(dp, flush)
 	EXPECT_EQ(UAPI_WC_FLUSH, wc.opcode);
 	EXPECT_EQ(42, wc.wr_id);
 	/* Level MR: the whole MR, whatever the RETH says. */
-	w.level = FLUSH_LEVEL_MR;
-	w.addr = 1;
-	w.len = 0;
-	ASSERT_EQ(0, flush_once(self, cq, acc, &w, &wc));
-	EXPECT_EQ(IBV_WC_SUCCESS, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	expect_flush_of_the_mr(_metadata, self, cq, acc, &w);
 	/* An empty range at the MR's last byte. */
 	w.level = FLUSH_LEVEL_RANGE;
 	w.addr = (uintptr_t)base + BUF;
@@ -2471,11 +2496,7 @@ TEST_F(dp, flush_through_a_window)
 		SKIP(return, "librxe's QP is not laid out as v44's: no way to post a FLUSH");
 	ASSERT_EQ(0, r);
 	EXPECT_EQ(IBV_WC_SUCCESS, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
-	w.level = FLUSH_LEVEL_MR;
-	w.addr = 1;
-	w.len = 0;
-	ASSERT_EQ(0, flush_once(self, cq, acc, &w, &wc));
-	EXPECT_EQ(IBV_WC_SUCCESS, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	expect_flush_of_the_mr(_metadata, self, cq, acc, &w);
 	w.level = FLUSH_LEVEL_RANGE;
 	w.addr = (uintptr_t)at + 8192 - 8;
 	w.len = 16;

@@ -13,7 +13,6 @@
 # Then the responder answers, and all three complete.
 #
 # Usage (in the QP's namespace): lost_answer.py DEV GID_INDEX LOCAL_IP PEER_IP PEER_NS
-import socket
 import sys
 import time
 
@@ -35,15 +34,8 @@ rx, tx = roce.peer_sockets(peer_ns, peer_ip)
 
 def requests(seconds, until):
     """(opcode, PSN) of the QP's packets until `until` holds or time is up."""
-    got, deadline = [], time.monotonic() + seconds
-    while time.monotonic() < deadline and not until(got):
-        try:
-            b = roce.parse_bth(rx.recv(4096))
-        except socket.timeout:
-            continue
-        if b and b[1] == PEER_QPN:
-            got.append((b[0], b[2]))
-    return got
+    return [(op, psn) for op, psn, _ in roce.heard(
+        rx, PEER_QPN, seconds, lambda g: until([(op, psn) for op, psn, _ in g]))]
 
 
 ctx = Context(name=dev)
@@ -58,13 +50,7 @@ for i, op in enumerate((e.IBV_WR_SEND, e.IBV_WR_RDMA_READ, e.IBV_WR_SEND)):
         wr.set_wr_rdma(0x1234, 0x10000)
     qp.post_send(wr)
 
-fails = 0
-
-
-def check(ok, what):
-    global fails
-    print(f"# {'ok' if ok else 'FAILED'}: {what}")
-    fails += not ok
+check = roce.Checks()
 
 
 first = requests(5, lambda g: len(g) >= 3)
@@ -95,4 +81,4 @@ check([(w.wr_id, w.status) for w in wcs] == [(0, 0), (1, 0), (2, 0)],
       + ", ".join(f"wr_id {w.wr_id} status {w.status}" for w in wcs))
 check(mr.read(LEN, LEN) == b"r" * LEN, "the READ placed the response's bytes")
 ctx.close()
-sys.exit(1 if fails else 0)
+sys.exit(1 if check.fails else 0)

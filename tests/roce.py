@@ -5,6 +5,8 @@ import ctypes
 import os
 import socket
 import struct
+import subprocess
+import time
 import zlib
 
 READ_REQUEST = 0x0C
@@ -91,7 +93,6 @@ def peer_sockets(ns, peer_ip, rcvbuf=0):
 def qp_attr(dev, qpn, name):
     """Driver attribute `name` of QP `qpn` of `dev` in `rdma -dd res show qp`
     (drv_NAME), or None."""
-    import subprocess
     out = subprocess.run(["rdma", "-dd", "res", "show", "qp"], capture_output=True,
                          text=True).stdout
     for line in out.splitlines():
@@ -151,3 +152,47 @@ def rc_qp(pd, cq, gid_index, peer_ip, peer_qpn, sq_psn=0, access=0, dest_rd_atom
                           gr=GlobalRoute(dgid=GID(mapped_gid(peer_ip)), sgid_index=gid_index))
     qp.to_rts(attr)
     return qp
+
+
+def dev_stat(dev, name):
+    """Counter `name` of port 1 of `dev` (`rdma statistic show link`)."""
+    words = subprocess.run(["rdma", "statistic", "show", "link", f"{dev}/1"],
+                           capture_output=True, text=True).stdout.split()
+    return int(words[words.index(name) + 1])
+
+
+def poll_one(cq, seconds):
+    """The next completion of `cq` within `seconds`, or None."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        n, wcs = cq.poll(1)
+        if n:
+            return wcs[0]
+        time.sleep(0.01)
+    return None
+
+
+def heard(rx, qpn, seconds, until):
+    """(opcode, PSN, UDP payload) of the packets for QP `qpn` that `rx`
+    hears, until `until(got)` holds or `seconds` are up."""
+    got, deadline = [], time.monotonic() + seconds
+    while time.monotonic() < deadline and not until(got):
+        try:
+            data = rx.recv(4096)
+        except socket.timeout:
+            continue
+        b = parse_bth(data)
+        if b and b[1] == qpn:
+            got.append((b[0], b[2], data))
+    return got
+
+
+class Checks:
+    """check(ok, what) prints a KTAP-style diagnostic line; `fails` counts."""
+
+    def __init__(self):
+        self.fails = 0
+
+    def __call__(self, ok, what):
+        print(f"# {'ok' if ok else 'FAILED'}: {what}")
+        self.fails += not ok

@@ -11,7 +11,6 @@
 # once the first was answered. Back in RTS it goes out, and completes.
 #
 # Usage (in the QP's namespace): sqd_drain.py DEV GID_INDEX LOCAL_IP PEER_IP PEER_NS
-import socket
 import sys
 import time
 
@@ -33,15 +32,8 @@ rx, tx = roce.peer_sockets(peer_ns, peer_ip)
 
 def requests(seconds, until):
     """(opcode, PSN) of the QP's packets until `until` holds or time is up."""
-    got, deadline = [], time.monotonic() + seconds
-    while time.monotonic() < deadline and not until(got):
-        try:
-            b = roce.parse_bth(rx.recv(4096))
-        except socket.timeout:
-            continue
-        if b and b[1] == PEER_QPN:
-            got.append((b[0], b[2]))
-    return got
+    return [(op, psn) for op, psn, _ in roce.heard(
+        rx, PEER_QPN, seconds, lambda g: until([(op, psn) for op, psn, _ in g]))]
 
 
 def completions(n, seconds):
@@ -74,13 +66,7 @@ for i in range(2):
     wr.set_wr_rdma(0x1234, 0x10000 + i * LEN)
     qp.post_send(wr)
 
-fails = 0
-
-
-def check(ok, what):
-    global fails
-    print(f"# {'ok' if ok else 'FAILED'}: {what}")
-    fails += not ok
+check = roce.Checks()
 
 
 first = requests(5, lambda g: (READ, 0) in g)
@@ -99,4 +85,4 @@ answer(1, b"b")
 check(completions(1, 5) == [(1, 0)], "and completes")
 check(mr.read(2 * LEN, 0) == b"a" * LEN + b"b" * LEN, "each READ placed its bytes")
 ctx.close()
-sys.exit(1 if fails else 0)
+sys.exit(1 if check.fails else 0)

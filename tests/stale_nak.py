@@ -30,13 +30,7 @@ ctx = Context(name=dev)
 pd = PD(ctx)
 cq = CQ(ctx, 4)
 qp = roce.rc_qp(pd, cq, gid_index, peer_ip, PEER_QPN, sq_psn=SQ_PSN)
-fails = 0
-
-
-def check(ok, what):
-    global fails
-    print(f"# {'ok' if ok else 'FAILED'}: {what}")
-    fails += not ok
+check = roce.Checks()
 
 
 tx.sendto(roce.packet(peer_ip, local_ip, roce.bth(roce.ACKNOWLEDGE, qp.qp_num, SQ_PSN)
@@ -46,4 +40,4 @@ wait, tries = roce.qp_attr(dev, qp.qp_num, "sq_rnr_wait"), roce.qp_attr(dev, qp.
 check(wait == 0 and tries == 0,
       f"an RNR NAK for PSN {SQ_PSN}, not sent yet: sq_rnr_wait {wait}, sq_rnr_retries {tries}")
 ctx.close()
-sys.exit(1 if fails else 0)
+sys.exit(1 if check.fails else 0)

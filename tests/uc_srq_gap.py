@@ -64,13 +64,7 @@ def completions(seconds):
     return wcs
 
 
-fails = 0
-
-
-def check(ok, what):
-    global fails
-    print(f"# {'ok' if ok else 'FAILED'}: {what}")
-    fails += not ok
+check = roce.Checks()
 
 
 def show(wcs):
@@ -98,4 +92,4 @@ wcs = completions(1.0)
 check(len(wcs) == 1 and wcs[0].wr_id == 6 and wcs[0].status == e.IBV_WC_WR_FLUSH_ERR,
       f"in ERR, the receive the QP kept is flushed, once: {show(wcs)}")
 ctx.close()
-sys.exit(1 if fails else 0)
+sys.exit(1 if check.fails else 0)

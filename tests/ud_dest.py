@@ -14,7 +14,6 @@
 import struct
 import subprocess
 import sys
-import time
 
 import pyverbs.enums as e
 from pyverbs.cq import CQ
@@ -30,20 +29,6 @@ dev, local_ip, peer_ip, other_ip, peer_ns = sys.argv[1:6]
 QKEY, PEER_QPN, UD_SEND_ONLY, GRH = 0x11111111, 0x4243, 0x64, 40
 
 
-def dev_stat(name):
-    words = subprocess.run(["rdma", "statistic", "show", "link", f"{dev}/1"],
-                           capture_output=True, text=True).stdout.split()
-    return int(words[words.index(name) + 1])
-
-
-def poll(cq, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        n, wcs = cq.poll(1)
-        if n:
-            return wcs[0]
-        time.sleep(0.01)
-    return None
 
 
 ctx = Context(name=dev)
@@ -59,14 +44,8 @@ qp.to_rts(attr)
 for i in range(2):
     qp.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(mr.buf + 128 * i, 128, mr.lkey)]))
 tx = roce.in_namespace(peer_ns, roce.raw_socket)
-drops = dev_stat("rcv_drops")
-fails = 0
-
-
-def check(ok, what):
-    global fails
-    print(f"# {'ok' if ok else 'FAILED'}: {what}")
-    fails += not ok
+drops = roce.dev_stat(dev, "rcv_drops")
+check = roce.Checks()
 
 
 def send(dst, data):
@@ -80,18 +59,18 @@ subprocess.run(["ip", "-n", peer_ns, "route", "add", f"{other_ip}/32", "via", lo
                check=True)
 try:
     send(other_ip, b"elsewhr!")
-    wc = poll(cq, 1.0)
+    wc = roce.poll_one(cq, 1.0)
 finally:
     subprocess.run(["ip", "-n", peer_ns, "route", "del", f"{other_ip}/32"])
     subprocess.run(["ip", "addr", "del", f"{other_ip}/32", "dev", "lo"])
 check(wc is None, f"a datagram to {other_ip} (lo's) completes nothing")
 n = roce.qp_attr(dev, qp.qp_num, "rcv_drops")
 check(n == 1, f"counted on QP {qp.qp_num}: drv_rcv_drops {n}, expected 1")
-d = dev_stat("rcv_drops")
+d = roce.dev_stat(dev, "rcv_drops")
 check(d == drops + 1, f"counted on {dev}: rcv_drops {drops} -> {d}")
 
 send(local_ip, b"genuine!")
-wc = poll(cq, 5.0)
+wc = roce.poll_one(cq, 5.0)
 check(wc is not None and wc.status == e.IBV_WC_SUCCESS and wc.byte_len == GRH + 8,
       f"the same datagram to {local_ip} completes: "
       + (f"status {wc.status}, {wc.byte_len} bytes" if wc else "no completion in 5 s"))
@@ -99,4 +78,4 @@ got = mr.read(8, 128 * wc.wr_id + GRH) if wc else b""
 check(got == b"genuine!", f"the receive holds that datagram's bytes: {got!r}")
 check(roce.qp_attr(dev, qp.qp_num, "rcv_drops") == 1, "and nothing more is dropped")
 ctx.close()
-sys.exit(1 if fails else 0)
+sys.exit(1 if check.fails else 0)

@@ -18,7 +18,6 @@
 #   wrong_source.py DEV GID_INDEX LOCAL_IP PEER_IP SPOOF_IP OTHER_IP NETDEV PEER_NS
 import subprocess
 import sys
-import time
 
 import pyverbs.enums as e
 from pyverbs.cq import CQ
@@ -34,20 +33,6 @@ local_ip, peer_ip, spoof_ip, other_ip, netdev, peer_ns = sys.argv[3:9]
 PEER_QPN, SEND_ONLY = 0x4243, 0x04
 
 
-def dev_stat(name):
-    words = subprocess.run(["rdma", "statistic", "show", "link", f"{dev}/1"],
-                           capture_output=True, text=True).stdout.split()
-    return int(words[words.index(name) + 1])
-
-
-def poll(cq, seconds):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        n, wcs = cq.poll(1)
-        if n:
-            return wcs[0]
-        time.sleep(0.01)
-    return None
 
 
 ctx = Context(name=dev)
@@ -57,7 +42,7 @@ mr = MR(pd, 64, e.IBV_ACCESS_LOCAL_WRITE)
 qp = roce.rc_qp(pd, cq, gid_index, peer_ip, PEER_QPN)
 qp.post_recv(RecvWR(num_sge=1, sg=[SGE(mr.buf, 64, mr.lkey)]))
 tx = roce.in_namespace(peer_ns, roce.raw_socket)
-drops = dev_stat("rcv_drops")
+drops = roce.dev_stat(dev, "rcv_drops")
 
 
 def send(src, data, pkey=0xFFFF, dst=local_ip):
@@ -65,39 +50,33 @@ def send(src, data, pkey=0xFFFF, dst=local_ip):
                                              pkey=pkey) + data), (dst, 0))
 
 
-fails = 0
-
-
-def check(ok, what):
-    global fails
-    print(f"# {'ok' if ok else 'FAILED'}: {what}")
-    fails += not ok
+check = roce.Checks()
 
 
 send(spoof_ip, b"spoofed!")
-wc = poll(cq, 1.0)
+wc = roce.poll_one(cq, 1.0)
 check(wc is None, f"a SEND from {spoof_ip} completes nothing")
 n = roce.qp_attr(dev, qp.qp_num, "rcv_drops")
 check(n == 1, f"counted on QP {qp.qp_num}: drv_rcv_drops {n}, expected 1")
-d = dev_stat("rcv_drops")
+d = roce.dev_stat(dev, "rcv_drops")
 check(d == drops + 1, f"counted on {dev}: rcv_drops {drops} -> {d}")
 
 subprocess.run(["ip", "addr", "add", f"{other_ip}/24", "dev", netdev], check=True)
 send(peer_ip, b"elsewhr!", dst=other_ip)
-wc = poll(cq, 1.0)
+wc = roce.poll_one(cq, 1.0)
 subprocess.run(["ip", "addr", "del", f"{other_ip}/24", "dev", netdev], check=True)
 check(wc is None, f"a SEND to {other_ip}, not the QP's address, completes nothing")
 n = roce.qp_attr(dev, qp.qp_num, "rcv_drops")
 check(n == 2, f"counted on QP {qp.qp_num}: drv_rcv_drops {n}, expected 2")
 
 send(peer_ip, b"partitn!", pkey=0x1234)
-wc = poll(cq, 1.0)
+wc = roce.poll_one(cq, 1.0)
 check(wc is None, "a SEND with P_Key 0x1234 completes nothing")
 n = roce.qp_attr(dev, qp.qp_num, "rcv_drops")
 check(n == 3, f"counted on QP {qp.qp_num}: drv_rcv_drops {n}, expected 3")
 
 send(peer_ip, b"genuine!")
-wc = wc or poll(cq, 5.0)
+wc = wc or roce.poll_one(cq, 5.0)
 check(wc is not None and wc.status == e.IBV_WC_SUCCESS and wc.byte_len == 8,
       f"the same SEND from {peer_ip} completes: "
       + (f"status {wc.status}, {wc.byte_len} bytes" if wc else "no completion in 5 s"))
@@ -105,4 +84,4 @@ got = mr.read(8, 0)
 check(got == b"genuine!", f"the receive holds the peer's bytes: {got!r}")
 check(roce.qp_attr(dev, qp.qp_num, "rcv_drops") == 3, "and nothing more is dropped")
 ctx.close()
-sys.exit(1 if fails else 0)
+sys.exit(1 if check.fails else 0)

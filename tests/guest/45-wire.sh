@@ -122,8 +122,13 @@ check "the last device of a namespace closes its socket" sh -c '! ip netns exec 
 # 4. A scripted responder in A (its port 4791 is free now) answers a QP of
 # oxeB with hand-made packets; tests/stale_ack.py says what and why.
 gb=$(gid_index oxeB ffff:0a09:0002)
+# scripted NAME: tests/NAME.py, a scripted peer in A for a QP of oxeB (each
+# script says what it checks, and why).
+scripted() {
+	ip netns exec B python3 "tests/$1.py" oxeB "$gb" 10.9.0.2 10.9.0.1 A
+}
 check "an ACK of packets sent before a go-back completes what it covers" \
-	ip netns exec B python3 tests/stale_ack.py oxeB "$gb" 10.9.0.2 10.9.0.1 A
+	scripted stale_ack
 
 # A scripted requester in A reads from a QP of oxeB and asks for the READ
 # again as rdma_rxe's and oxe's requesters do after a loss; tests/read_pace.py
@@ -159,27 +164,27 @@ check "a datagram to an address of another interface is dropped and counted on i
 
 # UC on an SRQ: a SEND cut short by a loss leaves its receive for the next.
 check "UC on an SRQ: a SEND cut short by a loss leaves its receive for the next message" \
-	ip netns exec B python3 tests/uc_srq_gap.py oxeB "$gb" 10.9.0.2 10.9.0.1 A
+	scripted uc_srq_gap
 
 # A NAK for a PSN not sent yet holds nothing back.
 check "an RNR NAK for a PSN not sent yet holds nothing back" \
-	ip netns exec B python3 tests/stale_nak.py oxeB "$gb" 10.9.0.2 10.9.0.1 A
+	scripted stale_nak
 
 # Requests whose lengths do not add up: NAKed, nothing placed or completed.
 check "requests whose lengths do not add up are NAKed (invalid request), nothing placed" \
-	ip netns exec B python3 tests/bad_lengths.py oxeB "$gb" 10.9.0.2 10.9.0.1 A
+	scripted bad_lengths
 
 # A lost READ response, shown by the ACK of a later SEND: asked again at once.
 check "a READ whose response was lost is asked again at the next ACK, not at the timer" \
-	ip netns exec B python3 tests/lost_answer.py oxeB "$gb" 10.9.0.2 10.9.0.1 A
+	scripted lost_answer
 
 # An atomic asked again behind a READ of 200 packets: replayed, not lost.
 check "an atomic asked again after a 200-packet READ is answered from its saved result" \
-	ip netns exec B python3 tests/atomic_replay.py oxeB "$gb" 10.9.0.2 10.9.0.1 A
+	scripted atomic_replay
 
 # SQD: a READ taken but never started waits for RTS.
 check "SQD finishes the READ it started and starts no other until RTS" \
-	ip netns exec B python3 tests/sqd_drain.py oxeB "$gb" 10.9.0.2 10.9.0.1 A
+	scripted sqd_drain
 
 # 5. A namespace deleted with its device still there: the device goes with
 # its netdev, and the socket with it.
