@@ -1891,22 +1891,30 @@ static int raw_destroy_cq(struct ibv_context *ctx, uint32_t handle)
 	return raw_cmd(ctx, &req, sizeof(req));
 }
 
+/* RESIZE_CQ, answered at @resp (room for the core's and rxe's answers). */
+static int raw_resize_cq_to(struct ibv_context *ctx, uint32_t handle, uint32_t cqe, void *resp)
+{
+	struct {
+		struct ib_uverbs_cmd_hdr hdr;
+		struct ib_uverbs_resize_cq cmd;
+	} req = {
+		.hdr = { .command = IB_USER_VERBS_CMD_RESIZE_CQ, .in_words = sizeof(req) / 4,
+			 .out_words = (sizeof(struct ib_uverbs_resize_cq_resp) +
+				       sizeof(struct rxe_resize_cq_resp)) / 4 },
+		.cmd = { .response = (uintptr_t)resp, .cq_handle = handle, .cqe = cqe },
+	};
+
+	return raw_cmd(ctx, &req, sizeof(req));
+}
+
 static int raw_resize_cq(struct ibv_context *ctx, uint32_t handle, uint32_t cqe)
 {
 	struct {
 		struct ib_uverbs_resize_cq_resp base;
 		struct rxe_resize_cq_resp drv;
 	} resp;
-	struct {
-		struct ib_uverbs_cmd_hdr hdr;
-		struct ib_uverbs_resize_cq cmd;
-	} req = {
-		.hdr = { .command = IB_USER_VERBS_CMD_RESIZE_CQ, .in_words = sizeof(req) / 4,
-			 .out_words = sizeof(resp) / 4 },
-		.cmd = { .response = (uintptr_t)&resp, .cq_handle = handle, .cqe = cqe },
-	};
 
-	return raw_cmd(ctx, &req, sizeof(req));
+	return raw_resize_cq_to(ctx, handle, cqe, &resp);
 }
 
 /*
@@ -1918,19 +1926,10 @@ static int raw_resize_cq(struct ibv_context *ctx, uint32_t handle, uint32_t cqe)
 TEST_F(dp, a_resize_that_cannot_answer_keeps_the_ring)
 {
 	void *ro = mmap(NULL, 4096, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-	struct {
-		struct ib_uverbs_cmd_hdr hdr;
-		struct ib_uverbs_resize_cq cmd;
-	} req = {
-		.hdr = { .command = IB_USER_VERBS_CMD_RESIZE_CQ, .in_words = sizeof(req) / 4,
-			 .out_words = (sizeof(struct ib_uverbs_resize_cq_resp) +
-				       sizeof(struct rxe_resize_cq_resp)) / 4 },
-		.cmd = { .response = (uintptr_t)ro, .cq_handle = self->a.cq->handle, .cqe = 512 },
-	};
 	struct ibv_wc wc;
 
 	ASSERT_NE(MAP_FAILED, ro);
-	EXPECT_EQ(-EFAULT, raw_cmd(self->ctx, &req, sizeof(req)));
+	EXPECT_EQ(-EFAULT, raw_resize_cq_to(self->ctx, self->a.cq->handle, 512, ro));
 	ASSERT_EQ(0, post(self->a.qp, IBV_WR_RDMA_WRITE, self->a.buf, 64, self->a.mr->lkey,
 			  (uintptr_t)self->b.buf, self->b.mr->rkey, 5));
 	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));

@@ -34,8 +34,8 @@ rx, tx = roce.peer_sockets(peer_ns, peer_ip)
 
 def requests(seconds, until):
     """(opcode, PSN) of the QP's packets until `until` holds or time is up."""
-    return [(op, psn) for op, psn, _ in roce.heard(
-        rx, PEER_QPN, seconds, lambda g: until([(op, psn) for op, psn, _ in g]))]
+    heard = roce.heard(rx, PEER_QPN, seconds, lambda g: until([h[:2] for h in g]))
+    return [h[:2] for h in heard]
 
 
 ctx = Context(name=dev)
