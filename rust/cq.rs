@@ -39,8 +39,11 @@ struct CqInner {
     queue: Queue,
     /// IB_CQ_SOLICITED / IB_CQ_NEXT_COMP armed by req_notify_cq.
     notify: u32,
-    /// Overflowed: the CQ is in error and accepts no more CQEs.
-    error: bool,
+    /// CQEs dropped because the ring was full.
+    dropped: u64,
+    /// The last CQE offered was dropped: IB_EVENT_CQ_ERR was raised for
+    /// this overflow, and is raised again only after a CQE fits.
+    full: bool,
 }
 
 /// Bytes of a ring slot: rxe's `union rxe_cqe`, room for either view.
@@ -69,7 +72,12 @@ impl CqState {
         }
         let queue = Queue::new(cqe, CQE_SIZE)?;
         Ok(try_pin_init!(CqState {
-            inner <- new_irq_spinlock!(CqInner { queue, notify: 0, error: false }),
+            inner <- new_irq_spinlock!(CqInner {
+                queue,
+                notify: 0,
+                dropped: 0,
+                full: false,
+            }),
             user,
         }? Error))
     }
@@ -100,37 +108,41 @@ impl OxeCq {
     }
 
     /// `rdma -dd res show cq`: completions posted and not polled yet, and
-    /// whether the CQ overflowed (then it takes no more).
+    /// how many the CQ dropped because it was full.
     pub(crate) fn res_details(&self) -> [(&'static core::ffi::CStr, u64); 2] {
         let inner = self.state.inner.lock();
         [
             (c"cqe_pending", inner.queue.produced_pending().into()),
-            (c"overflowed", inner.error.into()),
+            (c"overflowed", inner.dropped),
         ]
     }
 
-    /// Posts one completion. EBUSY when the CQ is full: the CQ then goes to
-    /// error and its owner gets IB_EVENT_CQ_ERR.
+    /// Posts one completion. EBUSY when the CQ is full: the CQE is dropped
+    /// and the CQ's owner gets IB_EVENT_CQ_ERR, as rxe's `rxe_cq_post`
+    /// does. The CQ takes CQEs again once polled: a CQ that stayed in error
+    /// (as a NIC's does) would never take the flush completion of a kernel
+    /// client's `ib_drain_qp`, which waits for it uninterruptibly.
     pub(crate) fn post(&self, cqe: &Cqe, solicited: bool) -> Result {
         if cqe.status != b::ib_wc_status_IB_WC_SUCCESS {
             ib::trace::cqe_error(cqe.qp_num, cqe.wr_id, cqe.status, cqe.opcode);
         }
         let state = &self.state;
         let mut inner = state.inner.lock();
-        if inner.error {
-            return Err(EBUSY);
-        }
         let res = if state.user {
             inner.queue.produce(ib::as_bytes(&ib::cq::uverbs_wc(cqe)))
         } else {
             inner.queue.produce(ib::as_bytes(&ib::cq::kernel_wc(cqe)))
         };
         if res.is_err() {
-            inner.error = true;
+            inner.dropped = inner.dropped.saturating_add(1);
+            let first = !core::mem::replace(&mut inner.full, true);
             drop(inner);
-            ib::cq::event(self, b::ib_event_type_IB_EVENT_CQ_ERR);
+            if first {
+                ib::cq::event(self, b::ib_event_type_IB_EVENT_CQ_ERR);
+            }
             return Err(EBUSY);
         }
+        inner.full = false;
         let fire = inner.notify & b::ib_cq_notify_flags_IB_CQ_NEXT_COMP != 0
             || (solicited && inner.notify & b::ib_cq_notify_flags_IB_CQ_SOLICITED != 0);
         if fire {

@@ -172,6 +172,11 @@ fn send(
         if attrs.state != STATE_RTS || (qp.reliable() && !in_window(sq, sq.psn)) {
             return false;
         }
+        // The responder may have moved the QP to ERR since this turn took
+        // `attrs`: nothing new goes out, the next turn flushes.
+        if qp.state() == STATE_ERR {
+            return true;
+        }
         match take(qp, sq, attrs) {
             Take::Taken => *budget -= 1,
             Take::Done => {

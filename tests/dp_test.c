@@ -1324,7 +1324,7 @@ TEST_F(silent, retransmit_timer_after_a_reset)
 }
 
 /*
- * A new timeout (SQD to SQD, the one change of it with work in flight)
+ * A new timeout (a modify in SQD, the one change of it with work in flight)
  * moves the pending retransmit timer: the WRITE fails at the new timeout,
  * not at the old one (the timer stayed armed: nothing scheduled a turn).
  */
@@ -1335,8 +1335,35 @@ TEST_F(silent, retransmit_timer_moves_with_a_new_timeout)
 	ASSERT_EQ(0, ibv_modify_qp(self->a.qp, &sqd, IBV_QP_STATE));
 	/* The drain's turn is over: nothing else would run one. */
 	usleep(100000);
-	ASSERT_EQ(0, ibv_modify_qp(self->a.qp, &sqd, IBV_QP_STATE | IBV_QP_TIMEOUT));
+	ASSERT_EQ(0, ibv_modify_qp(self->a.qp, &sqd, IBV_QP_TIMEOUT));
 	expect_retry_exceeded(_metadata, self->a.cq, 1);
+}
+
+/*
+ * While the SQ drains (a WRITE in flight, never answered) the QP leaves SQD
+ * only for ERR, as rxe's rxe_qp_chk_attr has it: SQD to SQD was taken.
+ */
+TEST_F(silent, sqd_leaves_only_for_err_while_it_drains)
+{
+	struct ibv_qp_attr sqd = { .qp_state = IBV_QPS_SQD, .timeout = 8 };
+	struct ibv_qp_attr rts = { .qp_state = IBV_QPS_RTS };
+	struct ibv_qp_attr err = { .qp_state = IBV_QPS_ERR };
+	struct ibv_qp_init_attr qia;
+	struct ibv_qp_attr qa;
+
+	ASSERT_EQ(0, ibv_modify_qp(self->a.qp, &sqd, IBV_QP_STATE));
+	usleep(100000);
+	EXPECT_EQ(EINVAL, ibv_modify_qp(self->a.qp, &sqd, IBV_QP_STATE | IBV_QP_TIMEOUT));
+	EXPECT_EQ(EINVAL, ibv_modify_qp(self->a.qp, &sqd, IBV_QP_STATE));
+	EXPECT_EQ(EINVAL, ibv_modify_qp(self->a.qp, &rts, IBV_QP_STATE));
+	ASSERT_EQ(0, ibv_query_qp(self->a.qp, &qa, IBV_QP_STATE | IBV_QP_TIMEOUT, &qia));
+	EXPECT_EQ(IBV_QPS_SQD, qa.qp_state);
+	EXPECT_EQ(31, qa.timeout);
+	ASSERT_EQ(0, ibv_modify_qp(self->a.qp, &err, IBV_QP_STATE));
+	struct ibv_wc wc;
+
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
 }
 
 /*
@@ -1405,8 +1432,115 @@ TEST(cq_overflow_raises_cq_error)
 	char pid[32];
 
 	snprintf(pid, sizeof(pid), " pid %d ", getpid());
-	EXPECT_EQ(1, res_lines("cq", pid, " drv_overflowed 1 "));
+	EXPECT_EQ(2, res_lines("cq", pid, " drv_overflowed "));
 	EXPECT_EQ(1, res_lines("cq", pid, " drv_overflowed 0 "));
+}
+
+/*
+ * A CQ that overflowed takes completions again once polled, as rxe's does:
+ * the QP that overflowed it is in ERR, and a WR posted to it then (a
+ * drain's, as ib_drain_qp posts) completes with WR_FLUSH_ERR; another QP's
+ * WRITE completes. The CQ stayed in error before, and a kernel client's
+ * ib_drain_qp on it waited forever.
+ */
+TEST(cq_takes_completions_again_after_an_overflow)
+{
+	struct ibv_context *ctx = open_dev();
+	struct ibv_qp_init_attr qia = {
+		.qp_type = IBV_QPT_RC,
+		.cap = { .max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct ibv_qp_attr qa;
+	struct side a, b;
+	struct ibv_wc wc;
+	struct ibv_qp *qp;
+	int n = 0;
+
+	ASSERT_NE(NULL, ctx);
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+
+	ASSERT_EQ(0, setup_side(ctx, &a, pd, 4, ACC_ALL));
+	ASSERT_EQ(0, setup_side(ctx, &b, pd, 16, ACC_ALL));
+	ASSERT_EQ(0, connect_rc(ctx, a.qp, b.qp->qp_num, ACC_ALL, 7));
+	ASSERT_EQ(0, connect_rc(ctx, b.qp, a.qp->qp_num, ACC_ALL, 7));
+	for (int i = 0; i < 20; i++)
+		ASSERT_EQ(0, post(a.qp, IBV_WR_RDMA_WRITE, a.buf, 8, a.mr->lkey,
+				  (uintptr_t)b.buf, b.mr->rkey, i));
+	for (int i = 0; i < 500; i++) {
+		ASSERT_EQ(0, ibv_query_qp(a.qp, &qa, IBV_QP_STATE, &qia));
+		if (qa.qp_state == IBV_QPS_ERR)
+			break;
+		usleep(10000);
+	}
+	ASSERT_EQ(IBV_QPS_ERR, qa.qp_state) TH_LOG("the overflow did not fail the QP");
+	/* What fitted; the rest was dropped. */
+	while (ibv_poll_cq(a.cq, 1, &wc) == 1)
+		n++;
+	EXPECT_LT(0, n);
+	EXPECT_GT(20, n);
+	/* The drain's WR. */
+	ASSERT_EQ(0, post(a.qp, IBV_WR_RDMA_WRITE, a.buf, 8, a.mr->lkey, (uintptr_t)b.buf,
+			  b.mr->rkey, 100));
+	ASSERT_EQ(1, wait_wc(a.cq, &wc)) TH_LOG("no flush completion: the CQ stayed in error");
+	EXPECT_EQ(100, wc.wr_id);
+	EXPECT_EQ(IBV_WC_WR_FLUSH_ERR, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	/* Another QP on the same CQ. */
+	qia.send_cq = qia.recv_cq = a.cq;
+	qp = ibv_create_qp(pd, &qia);
+	ASSERT_NE(NULL, qp);
+	ASSERT_EQ(0, connect_rc(ctx, qp, b.qp->qp_num, ACC_ALL, 7));
+	ASSERT_EQ(0, reconnect_rc(ctx, b.qp, qp->qp_num, ACC_ALL, 7));
+	ASSERT_EQ(0, post(qp, IBV_WR_RDMA_WRITE, a.buf, 8, a.mr->lkey, (uintptr_t)b.buf,
+			  b.mr->rkey, 101));
+	ASSERT_EQ(1, wait_wc(a.cq, &wc));
+	EXPECT_EQ(101, wc.wr_id);
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+}
+
+/*
+ * A responder given no resources for READs and atomics (max_dest_rd_atomic
+ * 0) refuses them, as rxe's check_resource does: the requester
+ * gets REM_INV_REQ_ERR, the target stays untouched. SENDs and WRITEs need
+ * none.
+ */
+TEST(no_responder_resources_refuse_reads_and_atomics)
+{
+	struct ibv_context *ctx = open_dev();
+	struct ibv_qp_attr rts = {
+		.qp_state = IBV_QPS_RTS, .timeout = 14, .retry_cnt = 7, .rnr_retry = 7,
+		.sq_psn = 100, .max_rd_atomic = 16,
+	};
+	enum ibv_wr_opcode ops[] = { IBV_WR_RDMA_WRITE, IBV_WR_RDMA_READ,
+				     IBV_WR_ATOMIC_FETCH_AND_ADD };
+	int want[] = { IBV_WC_SUCCESS, IBV_WC_REM_INV_REQ_ERR, IBV_WC_REM_INV_REQ_ERR };
+	struct ibv_wc wc;
+
+	ASSERT_NE(NULL, ctx);
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+
+	for (int i = 0; i < 3; i++) {
+		struct side a, b;
+
+		ASSERT_EQ(0, setup_side(ctx, &a, pd, 16, ACC_ALL));
+		ASSERT_EQ(0, setup_side(ctx, &b, pd, 16, ACC_ALL));
+		ASSERT_EQ(0, connect_rc(ctx, a.qp, b.qp->qp_num, ACC_ALL, 7));
+		ASSERT_EQ(0, connect_to_rtr_rd(ctx, b.qp, a.qp->qp_num, ACC_ALL, 1, 0));
+		ASSERT_EQ(0, ibv_modify_qp(b.qp, &rts, IBV_QP_STATE | IBV_QP_TIMEOUT |
+					   IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+					   IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC));
+		memset(b.buf, 0x5a, 8);
+		ASSERT_EQ(0, post(a.qp, ops[i], a.buf, 8, a.mr->lkey, (uintptr_t)b.buf,
+				  b.mr->rkey, i));
+		ASSERT_EQ(1, wait_wc(a.cq, &wc));
+		EXPECT_EQ(want[i], wc.status) TH_LOG("op %d: %s", ops[i],
+						      ibv_wc_status_str(wc.status));
+		if (i == 1)
+			EXPECT_NE(0x5a, a.buf[0]) TH_LOG("the READ was answered");
+		if (i == 2)
+			EXPECT_EQ(0x5a5a5a5a5a5a5a5aULL, *(uint64_t *)b.buf)
+				TH_LOG("the FETCH_ADD was executed");
+	}
 }
 
 TEST_F(dp, completion_channel_events)

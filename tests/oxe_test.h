@@ -65,10 +65,11 @@ static inline int gid_index(struct ibv_context *ctx)
 
 /*
  * RESET -> INIT -> RTR towards QP @dest of this device, MTU 1024, PSN 100;
- * an RC QP (@rc) also gets its responder's read depth and RNR timer.
+ * an RC QP (@rc) also gets its responder's read depth (@dest_rd) and RNR
+ * timer.
  */
-static inline int connect_to_rtr(struct ibv_context *ctx, struct ibv_qp *qp, uint32_t dest,
-				 int access, int rc)
+static inline int connect_to_rtr_rd(struct ibv_context *ctx, struct ibv_qp *qp, uint32_t dest,
+				    int access, int rc, int dest_rd)
 {
 	int gi = gid_index(ctx);
 	union ibv_gid gid;
@@ -86,7 +87,7 @@ static inline int connect_to_rtr(struct ibv_context *ctx, struct ibv_qp *qp, uin
 	a.path_mtu = IBV_MTU_1024;
 	a.dest_qp_num = dest;
 	a.rq_psn = 100;
-	a.max_dest_rd_atomic = 16;
+	a.max_dest_rd_atomic = dest_rd;
 	a.min_rnr_timer = 1;
 	a.ah_attr.is_global = 1;
 	a.ah_attr.grh.dgid = gid;
@@ -96,6 +97,12 @@ static inline int connect_to_rtr(struct ibv_context *ctx, struct ibv_qp *qp, uin
 	return ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU |
 			     IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
 			     (rc ? IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER : 0));
+}
+
+static inline int connect_to_rtr(struct ibv_context *ctx, struct ibv_qp *qp, uint32_t dest,
+				 int access, int rc)
+{
+	return connect_to_rtr_rd(ctx, qp, dest, access, rc, 16);
 }
 
 /*

@@ -361,6 +361,11 @@ impl Qp {
         *self.attr.lock()
     }
 
+    /// The state now, without copying the rest of `Attrs`.
+    pub(crate) fn state(&self) -> u32 {
+        self.attr.lock().state
+    }
+
     /// The send CQ. Only for the verbs, which the core never runs alongside
     /// destroy, and for the QP's own tasks holding the SQ or RQ lock with the
     /// QP seen alive under it: destroy marks it dead, then waits for its
@@ -577,6 +582,7 @@ impl Qp {
         }
         rq.progress = None;
         rq.read = None;
+        let mut notify = true;
         for _ in 0..rq.queue.capacity() {
             if !rq.queue.peek_into(&mut rq.wqe) {
                 break;
@@ -588,8 +594,9 @@ impl Qp {
                 b::ib_wc_opcode_IB_WC_RECV,
                 0,
             );
-            if self.rcq().post(&cqe, false).is_err() {
-                break;
+            // As `flush_sq`: a full CQ drops the rest of this pass.
+            if notify && self.rcq().post(&cqe, false).is_err() {
+                notify = false;
             }
             rq.queue.advance_consumer();
         }
@@ -602,6 +609,7 @@ impl Qp {
     pub(crate) fn flush_sq(&self, sq: &mut SendSide) -> bool {
         sq.next = 0;
         sq.rnr_wait = false;
+        let mut notify = true;
         for _ in 0..sq.queue.capacity() {
             // Our copy of a WQE in flight; the ring's for the others.
             let w = match sq.inflight.pop() {
@@ -619,11 +627,12 @@ impl Qp {
                 flight::wc_opcode(w.opcode),
                 0,
             );
-            if self.scq().post(&cqe, false).is_err() {
-                // The CQ is in error: nothing more can be completed. What is
-                // in flight lets go of its MRs all the same.
-                sq.clear_inflight();
-                return false;
+            // A full CQ drops the rest of this pass, as rxe's
+            // `flush_send_queue` does: left in the ring, they would stand
+            // before a WQE posted once the CQ was polled (`ib_drain_qp`'s),
+            // whose completion is the one that is waited for.
+            if notify && self.scq().post(&cqe, false).is_err() {
+                notify = false;
             }
             sq.queue.advance_consumer();
         }

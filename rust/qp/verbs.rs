@@ -339,7 +339,13 @@ impl Qp {
         if !ib::qp::transition_ok(self.qp_type, cur_state, new_state, mask) {
             return Err(EINVAL);
         }
-        if cur_state == STATE_SQD && sq.draining && new_state != STATE_SQD && new_state != STATE_ERR
+        // Only ERR while the SQ drains, as rxe's `rxe_qp_chk_attr`: a new
+        // path, timeout or PSN under WQEs still in flight (SQD to SQD) is
+        // for a drained SQ (IBA 10.3.1).
+        if mask & b::ib_qp_attr_mask_IB_QP_STATE != 0
+            && cur_state == STATE_SQD
+            && sq.draining
+            && new_state != STATE_ERR
         {
             return Err(EINVAL);
         }
@@ -393,7 +399,7 @@ impl Qp {
                 s.timeout = a.timeout;
                 // A retransmit timer armed with the old timeout is moved to
                 // the new one when the send task next arms it, at its next
-                // turn (see SQD to SQD below).
+                // turn (see SQD below).
                 sq.timer_una = None;
             }
             if mask & b::ib_qp_attr_mask_IB_QP_RETRY_CNT != 0 {
@@ -447,8 +453,9 @@ impl Qp {
                 sq.draining = true;
                 qp.schedule();
             }
-            // The only change of `timeout` with work in flight: a turn
-            // moves the retransmit timer.
+            // The only change of `timeout` with work in flight (a modify
+            // in SQD, without IB_QP_STATE while it drains): a turn moves the
+            // retransmit timer.
             STATE_SQD if mask & b::ib_qp_attr_mask_IB_QP_TIMEOUT != 0 => qp.schedule(),
             _ => {}
         }

@@ -390,6 +390,16 @@ fn request(
     {
         return fatal(qp, rq, Nak::InvalidRequest);
     }
+    // No responder resources (`max_dest_rd_atomic` 0): the requester was
+    // told it may not ask, as rxe's `check_resource` has it.
+    if attrs.max_dest_rd_atomic == 0
+        && matches!(
+            o,
+            op::READ_REQUEST | op::ATOMIC_WRITE | op::COMPARE_SWAP | op::FETCH_ADD
+        )
+    {
+        return fatal(qp, rq, Nak::InvalidRequest);
+    }
     match o {
         op::SEND_FIRST | op::SEND_ONLY | op::SEND_ONLY_IMM | op::SEND_ONLY_INV => {
             if rq.progress.is_some() {

@@ -632,6 +632,60 @@ static void recv_posted_in_err_is_flushed(struct kunit *test)
 		ib_drain_qp(c->qp[1]);
 }
 
+/*
+ * A ULP whose CQ overflowed still drains its QP: the overflow moved the QP to
+ * ERR, the ULP polls what is there, and ib_drain_qp's flush completions fit.
+ * The CQ stayed in error after an overflow before, and this drain waited
+ * forever (uninterruptibly: a ULP's teardown hung).
+ */
+static void drain_after_cq_overflow(struct kunit *test)
+{
+	struct ctx *c = test->priv;
+	struct ib_qp_init_attr ia = {
+		.qp_type = IB_QPT_RC, .sq_sig_type = IB_SIGNAL_ALL_WR,
+		.cap = { .max_send_wr = 8, .max_recv_wr = 1, .max_send_sge = 1,
+			 .max_recv_sge = 1 },
+	};
+	struct ib_sge rs = { .addr = c->dma[1], .length = 64, .lkey = c->pd->local_dma_lkey };
+	struct ib_recv_wr rwr = { .sg_list = &rs, .num_sge = 1 };
+	struct ib_send_wr wr = { .opcode = IB_WR_SEND, .send_flags = IB_SEND_SIGNALED };
+	struct ib_qp_attr a = { .qp_state = IB_QPS_RESET };
+	unsigned long end = jiffies + 30 * HZ;
+	struct ib_wc wc;
+	union ib_gid gid;
+	struct ib_qp *qp;
+	struct ib_cq *cq;
+	int i, gi;
+
+	cq = ib_alloc_cq(c->ibdev, NULL, 1, 0, IB_POLL_DIRECT);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(cq));
+	ia.send_cq = ia.recv_cq = cq;
+	qp = ib_create_qp(c->pd, &ia);
+	KUNIT_ASSERT_FALSE(test, IS_ERR(qp));
+	gi = roce_gid(c->ibdev, &gid);
+	KUNIT_ASSERT_EQ(test, ib_modify_qp(c->qp[1], &a, IB_QP_STATE), 0);
+	KUNIT_ASSERT_EQ(test, connect_qp(c->qp[1], qp->qp_num, gi, &gid), 0);
+	KUNIT_ASSERT_EQ(test, connect_qp(qp, c->qp[1]->qp_num, gi, &gid), 0);
+	for (i = 0; i < 8; i++) {
+		KUNIT_ASSERT_EQ(test, ib_post_recv(c->qp[1], &rwr, NULL), 0);
+		KUNIT_ASSERT_EQ(test, ib_post_send(qp, &wr, NULL), 0);
+	}
+	/* Eight completions for a CQ of one: the QP fails. */
+	while (time_before(jiffies, end)) {
+		KUNIT_ASSERT_EQ(test, ib_query_qp(qp, &a, IB_QP_STATE, &ia), 0);
+		if (a.qp_state == IB_QPS_ERR)
+			break;
+		usleep_range(1000, 2000);
+	}
+	KUNIT_ASSERT_EQ(test, a.qp_state, IB_QPS_ERR);
+	/* These have no ib_cqe: polled here, not by the drain. */
+	while (ib_poll_cq(cq, 1, &wc) == 1)
+		;
+	ib_drain_qp(qp);
+	ib_destroy_qp(qp);
+	ib_free_cq(cq);
+}
+
 /* Limits: no more pages than max_num_sg; too large a page list is refused. */
 static void frmr_limits(struct kunit *test)
 {
@@ -806,6 +860,7 @@ static struct kunit_case oxe_kverbs_cases[] = {
 	KUNIT_CASE(srq_send_recv),
 	KUNIT_CASE(srq_limit_rearmed_by_its_handler),
 	KUNIT_CASE(recv_posted_in_err_is_flushed),
+	KUNIT_CASE(drain_after_cq_overflow),
 	{}
 };
 
