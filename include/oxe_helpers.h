@@ -194,6 +194,16 @@ int oxe_skb_push_ip(struct sk_buff *skb, struct net_device *ndev, int oif,
  * own, not its real device's); 0 once it is gone.
  */
 int oxe_gid_attr_ifindex(const struct ib_gid_attr *attr);
+/*
+ * Whether @gid is a RoCEv2 GID of the device @attr (a source GID) belongs
+ * to, on any of its net devices: a destination there is this device.
+ */
+bool oxe_gid_attr_is_local(const struct ib_gid_attr *attr, const u8 gid[16]);
+/*
+ * Whether GID @index of port 1 of @qp's device is still @gid: false once it
+ * was deleted or replaced (rxe_init_packet's rdma_get_gid_attr).
+ */
+bool oxe_qp_gid_is(struct ib_qp *qp, u32 index, const u8 gid[16]);
 /* The VLAN a received packet came in on (its device's), or 0xffff. */
 u16 oxe_skb_vlan_id(const struct sk_buff *skb);
 /*

@@ -233,6 +233,26 @@ u16 oxe_skb_vlan_id(const struct sk_buff *skb)
 	return skb->dev && is_vlan_dev(skb->dev) ? vlan_dev_vlan_id(skb->dev) : 0xffff;
 }
 
+bool oxe_gid_attr_is_local(const struct ib_gid_attr *attr, const u8 gid[16])
+{
+	const struct ib_gid_attr *found;
+
+	found = rdma_find_gid_by_port(attr->device, (const union ib_gid *)gid,
+				      IB_GID_TYPE_ROCE_UDP_ENCAP, attr->port_num, NULL);
+	if (IS_ERR(found))
+		return false;
+	rdma_put_gid_attr(found);
+	return true;
+}
+
+bool oxe_qp_gid_is(struct ib_qp *qp, u32 index, const u8 gid[16])
+{
+	union ib_gid now;
+
+	return !rdma_query_gid(qp->device, 1, index, &now) &&
+	       !memcmp(now.raw, gid, sizeof(now.raw));
+}
+
 bool oxe_skb_to_gid_of(struct ib_device *ibdev, const struct sk_buff *skb,
 		       const u8 gid[16])
 {

@@ -535,6 +535,12 @@ fn take(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) -> Take {
             Ok(d) => (op, Some(d)),
             Err(status) => (Op::Failed(status), None),
         },
+        // The source address went away (or was replaced) since the QP got
+        // its path: nothing is sent from it, as rxe fails the WQE when its
+        // `rdma_get_gid_attr` finds no GID there.
+        Ok(_) if attrs.route.as_ref().is_some_and(|r| !qp.ib.source_ok(r)) => {
+            (Op::Failed(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR), None)
+        }
         Ok(op) => (op, None),
         Err(status) => (Op::Failed(status), None),
     };

@@ -26,9 +26,10 @@ use crate::sgl::MrCache;
 use crate::stats::Counter;
 use crate::wqe::SendWqe;
 
-/// Where UD WQE `w` of `qp` goes: its AH (which must be of the QP's PD),
-/// the QP and Q_Key it names. On failure, the WQE's completion status (as
-/// rxe: LOC_QP_OP_ERR for an AH that is not there).
+/// Where UD WQE `w` of `qp` goes: its AH (which must be of the QP's PD,
+/// its source GID still the device's), the QP and Q_Key it names. On
+/// failure, the WQE's completion status (as rxe: LOC_QP_OP_ERR for an AH
+/// that is not there or whose source GID is gone).
 pub(crate) fn dest(qp: &Qp, attrs: &Attrs, w: &SendWqe) -> Result<UdDest, u32> {
     let ah = qp
         .ahs
@@ -37,8 +38,12 @@ pub(crate) fn dest(qp: &Qp, attrs: &Attrs, w: &SendWqe) -> Result<UdDest, u32> {
         .filter(|ah| ah.pd == qp.pd)
         .ok_or(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR)?;
     let qpn = w.remote_qpn & packet::QPN_MASK;
+    let route = ah.av.route(qp.qpn, qpn);
+    if !qp.ib.source_ok(&route) {
+        return Err(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
+    }
     Ok(UdDest {
-        route: ah.av.route(qp.qpn, qpn),
+        route,
         qpn,
         qkey: packet::send_qkey(qp.qpn, w.remote_qkey, attrs.qkey),
         mtu: params::active_mtu(qp.ndev.mtu()).bytes(),

@@ -39,6 +39,13 @@ impl QpHandle {
         // SAFETY: a live ib_qp (see the type); the handler takes its own locks.
         unsafe { b::oxe_qp_event(self.0.as_ptr(), event) };
     }
+
+    /// Whether `route`'s source GID is still in its place in the device's
+    /// GID table (an address deleted or replaced since is not sent from).
+    pub(crate) fn source_ok(self, route: &Route) -> bool {
+        // SAFETY: a live ib_qp (see the type); `saddr` is 16 bytes; the GID table's lock is IRQ-safe.
+        unsafe { b::oxe_qp_gid_is(self.0.as_ptr(), route.sgid_index, route.saddr.as_ptr()) }
+    }
 }
 
 /// Whether the core's transition table allows `cur -> new` with `mask` for
@@ -52,6 +59,11 @@ pub(crate) fn transition_ok(ty: u32, cur: u32, new: u32, mask: u32) -> bool {
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Av {
     pub(crate) sgid: [u8; 16],
+    /// Where `sgid` is in the GID table.
+    pub(crate) sgid_index: u32,
+    /// `dgid` is a GID of this device too (then its packets are handed
+    /// over, as rxe loops back a packet to its own MAC).
+    pub(crate) dgid_local: bool,
     pub(crate) dgid: [u8; 16],
     pub(crate) flow_label: u32,
     pub(crate) hop_limit: u8,
@@ -81,8 +93,12 @@ pub(crate) fn ah_av(ah: &b::rdma_ah_attr) -> Option<Av> {
     };
     // SAFETY: the attribute is held for the call, as above.
     let oif = unsafe { b::oxe_gid_attr_ifindex(ah.grh.sgid_attr) };
+    // SAFETY: as above; `dgid` is 16 bytes; the lookup takes the GID table's IRQ-safe lock.
+    let dgid_local = unsafe { b::oxe_gid_attr_is_local(ah.grh.sgid_attr, dgid.as_ptr()) };
     Some(Av {
         sgid,
+        sgid_index: ah.grh.sgid_index.into(),
+        dgid_local,
         dgid,
         oif,
         flow_label: ah.grh.flow_label,
@@ -95,8 +111,8 @@ impl Av {
     /// Where the vector's packets go on the wire: its GIDs as IP addresses
     /// (IPv4-mapped ones as IPv4), the UDP source port of the flow (as rxe:
     /// rdma_get_udp_sport of the flow label and both QPNs), the GRH's
-    /// traffic class and hop limit. A destination GID equal to the source
-    /// one is this device: loopback.
+    /// traffic class and hop limit. A destination GID of this device is
+    /// loopback.
     pub(crate) fn route(&self, lqpn: u32, rqpn: u32) -> Route {
         Route {
             ipv6: self.sgid.get(..12) != Some(&crate::ip::V4_MAPPED_PREFIX[..]),
@@ -106,7 +122,8 @@ impl Av {
             tclass: self.tclass,
             ttl: self.hop_limit,
             oif: self.oif,
-            local: self.sgid == self.dgid,
+            local: self.sgid == self.dgid || self.dgid_local,
+            sgid_index: self.sgid_index,
         }
     }
 }

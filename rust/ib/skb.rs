@@ -62,6 +62,8 @@ pub(crate) struct Route {
     pub(crate) oif: i32,
     /// The destination is this device.
     pub(crate) local: bool,
+    /// Where the source GID is in the device's GID table.
+    pub(crate) sgid_index: u32,
 }
 
 /// No VLAN (the core's 0xffff).

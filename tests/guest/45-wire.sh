@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 ktap_print_header
-ktap_set_plan 40
+ktap_set_plan 41
 before=$(pins)
 
 # 1. One device, every packet through the wire path: the data-path cases
@@ -161,6 +161,11 @@ check "a SEND from another address, P_Key or to another address is dropped and c
 # dropped and counted, as rxe's rxe_chk_dgid drops it; to the GID, taken.
 check "a datagram to an address of another interface is dropped and counted on its QP" \
 	ip netns exec B python3 tests/ud_dest.py oxeB 10.9.0.2 10.9.0.1 10.11.0.2 A
+
+# Another address of vb: RC and UD between it and B's GID stay on oxeB;
+# once it is deleted, what would go out from it fails (LOC_QP_OP_ERR).
+check "between two addresses of one device, and from one deleted (LOC_QP_OP_ERR)" \
+	ip netns exec B python3 tests/gid_change.py oxeB vb 10.9.0.2 10.9.0.12
 
 # UC on an SRQ: a SEND cut short by a loss leaves its receive for the next.
 check "UC on an SRQ: a SEND cut short by a loss leaves its receive for the next message" \
