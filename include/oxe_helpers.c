@@ -611,3 +611,32 @@ bool oxe_help_withdraw(int cpu, struct oxe_help_job *job)
 {
 	return cmpxchg(&per_cpu_ptr(&oxe_helper, cpu)->job, job, NULL) == job;
 }
+
+/* /sys/class/infiniband/<dev>/parent: the net device's name, as rxe's. */
+static ssize_t parent_show(struct device *device, struct device_attribute *attr, char *buf)
+{
+	struct net_device *ndev = ib_device_get_netdev(rdma_device_to_ibdev(device), 1);
+	ssize_t n;
+
+	if (!ndev)
+		return -ENODEV;
+	n = sysfs_emit(buf, "%s\n", ndev->name);
+	dev_put(ndev);
+	return n;
+}
+
+static DEVICE_ATTR_RO(parent);
+
+static struct attribute *oxe_dev_attrs[] = {
+	&dev_attr_parent.attr,
+	NULL
+};
+
+static const struct attribute_group oxe_dev_group = {
+	.attrs = oxe_dev_attrs,
+};
+
+const struct attribute_group *oxe_device_group(void)
+{
+	return &oxe_dev_group;
+}

@@ -194,6 +194,8 @@ int oxe_skb_push_ip(struct sk_buff *skb, struct net_device *ndev, int oif,
  * own, not its real device's); 0 once it is gone.
  */
 int oxe_gid_attr_ifindex(const struct ib_gid_attr *attr);
+/* The device's sysfs attributes (ib_device_ops.device_group): `parent`. */
+const struct attribute_group *oxe_device_group(void);
 /*
  * Whether @gid is a RoCEv2 GID of the device @attr (a source GID) belongs
  * to, on any of its net devices: a destination there is this device.

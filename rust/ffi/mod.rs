@@ -119,6 +119,8 @@ pub(crate) fn device_ops() -> b::ib_device_ops {
     ops.owner = crate::THIS_MODULE.as_ptr();
     ops.driver_id = b::rdma_driver_id_RDMA_DRIVER_RXE;
     ops.uverbs_abi_ver = params::UVERBS_ABI_VERSION;
+    // SAFETY: returns the address of a static attribute group.
+    ops.device_group = unsafe { b::oxe_device_group() };
     // Device and port.
     ops.query_device = Some(device::query_device);
     ops.query_port = Some(device::query_port);

@@ -4,7 +4,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 ktap_print_header
-ktap_set_plan 34
+ktap_set_plan 35
 
 # --- module
 check "module loads" oxe_load
@@ -63,6 +63,7 @@ echo "$gids" | sed 's/^/# /'
 check "a RoCE v2 GID for the guest's IPv4 address" \
 	sh -c "echo '$gids' | grep -q '::ffff:10.77.0.1, RoCE v2'"
 check "sysfs pkey 0 is 0xffff" sh -c '[ "$(cat /sys/class/infiniband/oxe0/ports/1/pkeys/0)" = 0xffff ]'
+check "sysfs parent is the netdev (eth0), as rxe's" sh -c '[ "$(cat /sys/class/infiniband/oxe0/parent)" = eth0 ]'
 
 # Port state follows the netdev; the core raises the port events.
 ip link set eth0 down
