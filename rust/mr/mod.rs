@@ -704,8 +704,8 @@ impl OxeMr {
     /// Re-registration in place: a new PD (`new_pd`, given with
     /// `IB_MR_REREG_PD`) and new rights (with `IB_MR_REREG_ACCESS`); keys
     /// and translation stay. Write rights on pages pinned read-only are
-    /// refused (EOPNOTSUPP): they may be shared copy-on-write, and writing
-    /// them needs pinning anew.
+    /// refused (EACCES, as the core's `ib_umem_check_rereg`): they may be
+    /// shared copy-on-write, and writing them needs pinning anew.
     pub(crate) fn rereg(
         &self,
         flags: u32,
@@ -714,6 +714,12 @@ impl OxeMr {
         udata: Option<&Udata<'_>>,
     ) -> Result {
         udata::in_empty(udata)?;
+        // Nothing to change (the core drops IB_MR_REREG_PD naming the MR's
+        // own PD): done, even with windows bound.
+        let changes = b::ib_mr_rereg_flags_IB_MR_REREG_PD | b::ib_mr_rereg_flags_IB_MR_REREG_ACCESS;
+        if flags & changes == 0 {
+            return Ok(());
+        }
         let (rights, writable) = match &self.kind {
             Kind::User { rights, pinned, .. } => (rights, pinned.get().is_some_and(|p| p.dirty)),
             Kind::Odp {
@@ -750,7 +756,7 @@ impl OxeMr {
                 return Err(EINVAL);
             }
             if new_access & access::ANY_WRITE != 0 && !writable {
-                return Err(eopnotsupp());
+                return Err(EACCES);
             }
         }
         // Checked above: from here on nothing fails. One store changes both:
