@@ -194,6 +194,8 @@ int oxe_skb_push_ip(struct sk_buff *skb, struct net_device *ndev, int oif,
  * own, not its real device's); 0 once it is gone.
  */
 int oxe_gid_attr_ifindex(const struct ib_gid_attr *attr);
+/* The port of a device on @ndev is down (ib_get_curr_port_state). */
+bool oxe_netdev_port_down(struct net_device *ndev);
 /* The device's sysfs attributes (ib_device_ops.device_group): `parent`. */
 const struct attribute_group *oxe_device_group(void);
 /*

@@ -233,6 +233,11 @@ u16 oxe_skb_vlan_id(const struct sk_buff *skb)
 	return skb->dev && is_vlan_dev(skb->dev) ? vlan_dev_vlan_id(skb->dev) : 0xffff;
 }
 
+bool oxe_netdev_port_down(struct net_device *ndev)
+{
+	return ib_get_curr_port_state(ndev) == IB_PORT_DOWN;
+}
+
 bool oxe_gid_attr_is_local(const struct ib_gid_attr *attr, const u8 gid[16])
 {
 	const struct ib_gid_attr *found;
@@ -463,6 +468,7 @@ static const struct rdma_stat_desc oxe_stat_descs[] = {
 	{ .name = "icrc_err" },
 	{ .name = "rcv_drops" },
 	{ .name = "qkey_violations" },
+	{ .name = "link_downed" },
 };
 
 /* Counter @i's name, for a QP's own counters in `rdma res show qp -dd`;

@@ -6,7 +6,7 @@
 
 use kernel::ffi::c_int;
 use kernel::prelude::*;
-use kernel::sync::atomic::Atomic;
+use kernel::sync::atomic::{ordering, Atomic};
 use kernel::types::Opaque;
 
 use crate::ah::AhTable;
@@ -54,6 +54,9 @@ pub(crate) struct DeviceState {
     /// The netdev and its namespace's tunnel sockets.
     pub(crate) net: NetHold,
     pub(crate) stats: Counters,
+    /// The port was down at the netdev's last event: `link_downed` counts
+    /// the changes to down, not every event that finds it down.
+    link_down: Atomic<bool>,
 }
 
 impl DeviceState {
@@ -67,7 +70,18 @@ impl DeviceState {
             node_guid,
             net,
             stats: Counters::new(),
+            link_down: Atomic::new(false),
         }? Error)
+    }
+}
+
+impl DeviceState {
+    /// The netdev's port state after one of its events: counts a change to
+    /// down.
+    pub(crate) fn port_now(&self, down: bool) {
+        if !self.link_down.xchg(down, ordering::Relaxed) && down {
+            self.stats.inc(crate::stats::Counter::LinkDowned);
+        }
     }
 }
 

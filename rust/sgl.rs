@@ -130,6 +130,25 @@ impl Sgl {
         num: u32,
         rights: u32,
     ) -> Result<Sgl, u32> {
+        Self::parse(Some(keys), pd, w, base, num, rights)
+    }
+
+    /// A receive's buffers, SGEs `0..num` of `w` (array at `base`), for
+    /// local write in `pd`: each is looked up when bytes reach it (`walk`),
+    /// as rxe's `copy_data` does, so one that no byte reaches may name no
+    /// MR. On failure, the work completion status, or [`NO_MEMORY`].
+    pub(crate) fn receive(pd: PdId, w: &[u8], base: usize, num: u32) -> Result<Sgl, u32> {
+        Self::parse(None, pd, w, base, num, crate::access::LOCAL_WRITE)
+    }
+
+    fn parse(
+        keys: Option<&Keys>,
+        pd: PdId,
+        w: &[u8],
+        base: usize,
+        num: u32,
+        rights: u32,
+    ) -> Result<Sgl, u32> {
         let mut segs = KVec::with_capacity(num as usize, GFP_KERNEL).map_err(|_| NO_MEMORY)?;
         let mut total = 0u64;
         for i in 0..num {
@@ -137,8 +156,10 @@ impl Sgl {
             if s.length == 0 {
                 continue;
             }
-            checked(keys, s.lkey, pd, s.addr, s.length.into(), rights)
-                .ok_or(b::ib_wc_status_IB_WC_LOC_PROT_ERR)?;
+            if let Some(keys) = keys {
+                checked(keys, s.lkey, pd, s.addr, s.length.into(), rights)
+                    .ok_or(b::ib_wc_status_IB_WC_LOC_PROT_ERR)?;
+            }
             total += u64::from(s.length);
             segs.push(
                 Seg {

@@ -17,13 +17,12 @@ use kernel::sync::{Arc, Mutex};
 use kernel::types::Opaque;
 use kernel::uaccess::{UserPtr, UserSlice};
 
-use crate::access::{self, PdId};
+use crate::access::PdId;
 use crate::bindings as b;
 use crate::ib;
 use crate::ib::srq::SrqHandle;
 use crate::ib::Udata;
 use crate::irqlock::{new_irq_spinlock, IrqSpinLock};
-use crate::mr::Keys;
 use crate::params;
 use crate::queue::{self, Queue};
 use crate::sgl::Sgl;
@@ -229,12 +228,13 @@ impl Srq {
         a.srq_limit = r.limit;
     }
 
-    /// Takes (consumes) the next receive WQE for a message, its SGEs checked
-    /// for local write under the SRQ's PD: `None` if the SRQ is empty.
-    /// A WQE naming more SGEs than the SRQ has, or a bad lkey, is consumed
-    /// and fails with the status the QP's receive completes with. Without
-    /// `sges` (a WRITE with immediate) the SGEs are not looked at.
-    pub(crate) fn take(&self, keys: &Keys, sges: bool) -> Option<Result<(u64, Sgl), (u64, u32)>> {
+    /// Takes (consumes) the next receive WQE for a message, its SGEs to be
+    /// checked for local write under the SRQ's PD as bytes reach them:
+    /// `None` if the SRQ is empty. A WQE naming more SGEs than the SRQ has
+    /// is consumed and fails with the status the QP's receive completes
+    /// with. Without `sges` (a WRITE with immediate) the SGEs are not
+    /// looked at.
+    pub(crate) fn take(&self, sges: bool) -> Option<Result<(u64, Sgl), (u64, u32)>> {
         let mut guard = self.ring.lock();
         let r = &mut *guard;
         if !r.queue.peek_into(&mut r.wqe) {
@@ -248,7 +248,7 @@ impl Srq {
         if fire {
             r.limit = 0;
         }
-        let taken = self.take_locked(keys, sges, r);
+        let taken = self.take_locked(sges, r);
         drop(guard);
         if fire {
             self.handle
@@ -257,8 +257,9 @@ impl Srq {
         Some(taken)
     }
 
-    /// `take`'s WQE, copied to `r.wqe`: parsed and its SGEs checked.
-    fn take_locked(&self, keys: &Keys, sges: bool, r: &Ring) -> Result<(u64, Sgl), (u64, u32)> {
+    /// `take`'s WQE, copied to `r.wqe`: parsed, its SGEs looked up when
+    /// bytes reach them.
+    fn take_locked(&self, sges: bool, r: &Ring) -> Result<(u64, Sgl), (u64, u32)> {
         let Some(w) = wqe::RecvWqe::parse(&r.wqe) else {
             return Err((0, b::ib_wc_status_IB_WC_LOC_QP_OP_ERR));
         };
@@ -268,16 +269,9 @@ impl Srq {
         if w.num_sge > self.max_sge {
             return Err((w.wr_id, b::ib_wc_status_IB_WC_LOC_LEN_ERR));
         }
-        Sgl::build(
-            keys,
-            self.pd,
-            &r.wqe,
-            wqe::RECV_WQE_SGE_OFFSET,
-            w.num_sge,
-            access::LOCAL_WRITE,
-        )
-        .map(|sgl| (w.wr_id, sgl))
-        .map_err(|status| (w.wr_id, crate::sgl::recv_status(status)))
+        Sgl::receive(self.pd, &r.wqe, wqe::RECV_WQE_SGE_OFFSET, w.num_sge)
+            .map(|sgl| (w.wr_id, sgl))
+            .map_err(|status| (w.wr_id, crate::sgl::recv_status(status)))
     }
 
     /// Offers a user SRQ's ring for mmap and sends its mminfo and number

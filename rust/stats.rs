@@ -32,9 +32,11 @@ pub(crate) enum Counter {
     RcvDrops,
     /// Datagrams dropped for a wrong Q_Key (the port's qkey_viol_cntr too).
     QkeyViolations,
+    /// The netdev went down, or lost its carrier (rxe's `rxe_notify`).
+    LinkDowned,
 }
 
-pub(crate) const NUM: usize = Counter::QkeyViolations as usize + 1;
+pub(crate) const NUM: usize = Counter::LinkDowned as usize + 1;
 
 /// The counters a QP also keeps for itself (`rdma -dd res show qp`): the
 /// events that tell which flow retransmits, waits or drops. Packets and
@@ -86,6 +88,7 @@ impl Counters {
             rcv_pkts: v(Counter::RcvdPkts),
             rcv_errors: v(Counter::IcrcErr),
             xmit_discards: v(Counter::SendErr),
+            link_downed: v(Counter::LinkDowned),
         }
     }
 

@@ -87,13 +87,29 @@ pub(crate) fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut
     };
     let len = pkt.payload.len() as u64;
     let grh_len = grh.len() as u64;
-    let placed = grh_len + len <= sgl.total
-        && sgl.scatter(qp.keys.get(), cache, 0, Src::Bytes(grh))
-        && sgl.scatter(qp.keys.get(), cache, grh_len, pkt.payload.src());
-    if !placed {
-        // Too long for the buffers (or they went away): dropped, the
-        // receive kept for the next datagram (class D, as rxe); one taken
-        // from an SRQ is gone, and completes in error (class E).
+    let fits = grh_len + len <= sgl.total;
+    // Each buffer is looked up as bytes reach it (rxe's copy_data): one no
+    // MR of the PD lets the receive write fails the receive and the QP
+    // (class A), as a malformed WQE does.
+    if fits
+        && !(sgl.scatter(qp.keys.get(), cache, 0, Src::Bytes(grh))
+            && sgl.scatter(qp.keys.get(), cache, grh_len, pkt.payload.src()))
+    {
+        let cqe = qp.cqe(
+            wr_id,
+            b::ib_wc_status_IB_WC_LOC_PROT_ERR,
+            b::ib_wc_opcode_IB_WC_RECV,
+            0,
+        );
+        qp.consume_recv(rq);
+        let _ = qp.rcq().post(&cqe, false);
+        qp.set_error(rq);
+        return;
+    }
+    if !fits {
+        // Too long for the buffers: dropped, the receive kept for the next
+        // datagram (class D, as rxe); one taken from an SRQ is gone, and
+        // completes in error (class E).
         qp.count_drop(Counter::RcvDrops, h.psn, c"too long for the receive");
         if qp.srq.is_some() {
             let cqe = qp.cqe(

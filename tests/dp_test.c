@@ -865,6 +865,52 @@ TEST_F(dp, recv_with_a_bad_lkey_completes_with_its_wr_id)
 }
 
 /*
+ * A receive's buffers are looked up as bytes reach them, as rxe's copy_data
+ * does: an SGE with a bad lkey that no byte reaches is no error (a 16-byte
+ * SEND into [64 good bytes, a bad lkey]; a zero-length SEND into a bad
+ * lkey), one that bytes reach completes the receive with LOC_PROT_ERR (a
+ * 16-byte SEND into [8 good bytes, a bad lkey]). oxe looked every SGE up
+ * when it took the receive, and failed the first two.
+ */
+TEST_F(dp, recv_buffers_are_looked_up_when_bytes_reach_them)
+{
+	struct ibv_sge sge[2] = {
+		{ (uintptr_t)self->b.buf, 64, self->b.mr->lkey },
+		{ (uintptr_t)self->b.buf + 64, 64, self->b.mr->lkey ^ 0x55 },
+	};
+	struct ibv_recv_wr wr = { .wr_id = 70, .sg_list = sge, .num_sge = 2 }, *bad;
+	struct ibv_wc wc;
+
+	memset(self->a.buf, 'r', 16);
+	ASSERT_EQ(0, ibv_post_recv(self->b.qp, &wr, &bad));
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_SEND, self->a.buf, 16, self->a.mr->lkey, 0, 0, 1));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	EXPECT_EQ(16, wc.byte_len);
+	EXPECT_EQ(0, memcmp(self->b.buf, self->a.buf, 16));
+
+	ASSERT_EQ(0, post_recv(self->b.qp, self->b.buf, 100, self->b.mr->lkey ^ 0x55, 71));
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_SEND, self->a.buf, 0, self->a.mr->lkey, 0, 0, 2));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
+	EXPECT_EQ(71, wc.wr_id);
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+
+	sge[0].length = 8;
+	wr.wr_id = 72;
+	ASSERT_EQ(0, ibv_post_recv(self->b.qp, &wr, &bad));
+	ASSERT_EQ(0, post(self->a.qp, IBV_WR_SEND, self->a.buf, 16, self->a.mr->lkey, 0, 0, 3));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(IBV_WC_REM_OP_ERR, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
+	EXPECT_EQ(72, wc.wr_id);
+	EXPECT_EQ(IBV_WC_LOC_PROT_ERR, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+}
+
+/*
  * A WRITE with immediate consumes a receive but places nothing in it: the
  * receive's SGEs are not looked at (as rxe's), so a bad lkey there is no
  * error.

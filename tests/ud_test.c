@@ -316,6 +316,42 @@ TEST_F(ud, what_the_responder_cannot_take_is_dropped)
 }
 
 /*
+ * A receive's buffers are looked up as bytes reach them (rxe's copy_data):
+ * a bad lkey past the datagram is no error; one the datagram reaches
+ * completes the receive with LOC_PROT_ERR and the QP goes to ERR.
+ */
+TEST_F(ud, recv_buffers_are_looked_up_when_bytes_reach_them)
+{
+	struct ibv_sge sge[2] = {
+		{ (uintptr_t)self->b.buf, GRH + 64, self->b.mr->lkey },
+		{ (uintptr_t)self->b.buf + 4096, 64, self->b.mr->lkey ^ 0x55 },
+	};
+	struct ibv_recv_wr wr = { .wr_id = 5, .sg_list = sge, .num_sge = 2 }, *bad;
+	struct ibv_qp_init_attr qia;
+	struct ibv_qp_attr qa;
+	struct ibv_wc wc;
+
+	ASSERT_EQ(0, ibv_post_recv(self->b.qp, &wr, &bad));
+	ASSERT_EQ(0, ud_send(&self->a, self->ah, self->b.qp->qp_num, QKEY, self->a.buf, 64,
+			     IBV_WR_SEND, 0, 1));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
+	EXPECT_EQ(5, wc.wr_id);
+	EXPECT_EQ(IBV_WC_SUCCESS, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	EXPECT_EQ(GRH + 64, wc.byte_len);
+	wr.wr_id = 6;
+	ASSERT_EQ(0, ibv_post_recv(self->b.qp, &wr, &bad));
+	ASSERT_EQ(0, ud_send(&self->a, self->ah, self->b.qp->qp_num, QKEY, self->a.buf, 100,
+			     IBV_WR_SEND, 0, 2));
+	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	ASSERT_EQ(1, wait_wc(self->b.cq, &wc));
+	EXPECT_EQ(6, wc.wr_id);
+	EXPECT_EQ(IBV_WC_LOC_PROT_ERR, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+	ASSERT_EQ(0, ibv_query_qp(self->b.qp, &qa, IBV_QP_STATE, &qia));
+	EXPECT_EQ(IBV_QPS_ERR, qa.qp_state);
+}
+
+/*
  * AH errors: an unknown source GID index is refused; a send through an AH
  * of another PD completes with LOC_QP_OP_ERR and the QP goes to ERR.
  */

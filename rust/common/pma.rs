@@ -43,6 +43,8 @@ pub struct PortCounts {
     pub rcv_errors: u64,
     /// Packets that could not be sent.
     pub xmit_discards: u64,
+    /// Times the link went down.
+    pub link_downed: u64,
 }
 
 fn put(out: &mut [u8], off: usize, bytes: &[u8]) {
@@ -54,6 +56,9 @@ fn put(out: &mut [u8], off: usize, bytes: &[u8]) {
 /// IBA 16.1.3.5: counters stop at all ones instead of wrapping.
 fn sat16(v: u64) -> u16 {
     v.min(u64::from(u16::MAX)) as u16
+}
+fn sat8(v: u64) -> u8 {
+    v.min(u64::from(u8::MAX)) as u8
 }
 fn sat32(v: u64) -> u32 {
     v.min(u64::from(u32::MAX)) as u32
@@ -86,9 +91,11 @@ pub fn process(port: u32, inp: &[u8], out: &mut [u8], c: &PortCounts) -> u32 {
                 0
             }
             ATTR_PORT_COUNTERS => {
+                // `struct ib_pma_portcounters`.
                 put(out, ATTR_OFF + 1, &[1]); // PortSelect
-                put(out, ATTR_OFF + 10, &sat16(c.rcv_errors).to_be_bytes());
-                put(out, ATTR_OFF + 16, &sat16(c.xmit_discards).to_be_bytes());
+                put(out, ATTR_OFF + 7, &[sat8(c.link_downed)]);
+                put(out, ATTR_OFF + 8, &sat16(c.rcv_errors).to_be_bytes());
+                put(out, ATTR_OFF + 14, &sat16(c.xmit_discards).to_be_bytes());
                 put(out, ATTR_OFF + 24, &sat32(c.xmit_bytes / 4).to_be_bytes());
                 put(out, ATTR_OFF + 28, &sat32(c.rcv_bytes / 4).to_be_bytes());
                 put(out, ATTR_OFF + 32, &sat32(c.xmit_pkts).to_be_bytes());
@@ -133,6 +140,10 @@ mod tests {
         u64::from_be_bytes(b[off..off + 8].try_into().unwrap())
     }
 
+    fn be16(b: &[u8], off: usize) -> u16 {
+        u16::from_be_bytes(b[off..off + 2].try_into().unwrap())
+    }
+
     fn be32(b: &[u8], off: usize) -> u32 {
         u32::from_be_bytes(b[off..off + 4].try_into().unwrap())
     }
@@ -144,6 +155,7 @@ mod tests {
         rcv_pkts: 9,
         rcv_errors: 70_000,
         xmit_discards: 2,
+        link_downed: 300,
     };
 
     /// Where the kernel's sysfs reads them (core/sysfs.c: out->data + 40,
@@ -169,11 +181,18 @@ mod tests {
         assert_eq!(u16::from_be_bytes([out[66], out[67]]), CAP_EXT_WIDTH);
     }
 
+    /// Each at its place in `struct ib_pma_portcounters`, where sysfs reads
+    /// it (`PORT_PMA_ATTR`'s bit offsets): the error counters were two bytes
+    /// off, in the next counters' places.
     #[test]
     fn narrow_counters_stop_at_all_ones() {
         let mut out = [0u8; MAD_LEN];
         process(1, &get(ATTR_PORT_COUNTERS), &mut out, &C);
-        assert_eq!(u16::from_be_bytes([out[74], out[75]]), u16::MAX); // port_rcv_errors
+        assert_eq!(out[64 + 56 / 8], u8::MAX); // link_downed
+        assert_eq!(be16(&out, 64 + 64 / 8), u16::MAX); // port_rcv_errors
+        assert_eq!(be16(&out, 64 + 80 / 8), 0); // port_rcv_remote_physical_errors
+        assert_eq!(be16(&out, 64 + 112 / 8), 2); // port_xmit_discards
+        assert_eq!(out[64 + 128 / 8], 0); // port_xmit_constraint_errors
         assert_eq!(be32(&out, 64 + 192 / 8), 1000); // port_xmit_data
         assert_eq!(be32(&out, 64 + 224 / 8), u32::MAX); // port_rcv_data saturates
     }

@@ -217,6 +217,32 @@ pub(crate) unsafe fn netdev_unregistering(ndev: *mut b::net_device) {
     }
 }
 
+/// Netdev notifier, NETDEV_UP, NETDEV_DOWN or NETDEV_CHANGE: a port that
+/// went down counts `link_downed`, as rxe's `rxe_notify` (the core raises
+/// the port event).
+///
+/// # Safety
+///
+/// `ndev` is valid for the call (the notifier's).
+pub(crate) unsafe fn netdev_changed(ndev: *mut b::net_device) {
+    // SAFETY: `ndev` is valid during the notifier call.
+    let down = unsafe { b::oxe_netdev_port_down(ndev) };
+    // SAFETY: as above.
+    let ib = unsafe { b::ib_device_get_by_netdev(ndev, b::rdma_driver_id_RDMA_DRIVER_RXE) };
+    if ib.is_null() {
+        return;
+    }
+    // SAFETY: `ib` is referenced by ib_device_get_by_netdev; only our own devices are touched.
+    unsafe {
+        if (*ib).ops.owner == crate::THIS_MODULE.as_ptr() {
+            if let Some(state) = OxeDevice::from_ib(ib).state() {
+                state.port_now(down);
+            }
+        }
+        b::ib_device_put(ib);
+    }
+}
+
 /// # Safety
 ///
 /// Called by the RDMA core, once, right before it frees the device.

@@ -158,10 +158,18 @@ unsafe extern "C" fn netdev_event(
     event: c_ulong,
     ptr: *mut c_void,
 ) -> c_int {
+    // As netdev_notifier_info_to_dev():
+    // SAFETY: netdev notifiers get a `netdev_notifier_info` valid for the call, whose netdev is valid for the call too.
+    let ndev = unsafe { (*ptr.cast::<b::netdev_notifier_info>()).dev };
     if event == b::netdev_cmd_NETDEV_UNREGISTER as c_ulong {
-        // As netdev_notifier_info_to_dev():
-        // SAFETY: netdev notifiers get a `netdev_notifier_info` valid for the call, whose netdev is valid for the call too.
-        unsafe { device::netdev_unregistering((*ptr.cast::<b::netdev_notifier_info>()).dev) };
+        // SAFETY: as above.
+        unsafe { device::netdev_unregistering(ndev) };
+    } else if event == b::netdev_cmd_NETDEV_UP as c_ulong
+        || event == b::netdev_cmd_NETDEV_DOWN as c_ulong
+        || event == b::netdev_cmd_NETDEV_CHANGE as c_ulong
+    {
+        // SAFETY: as above.
+        unsafe { device::netdev_changed(ndev) };
     }
     NOTIFY_DONE
 }

@@ -26,7 +26,7 @@ use kernel::time::hrtimer::{ArcHrTimerHandle, HrTimer, RelativeSoftMode};
 use kernel::time::Monotonic;
 use kernel::workqueue::{DelayedWork, Work};
 
-use crate::access::{self, PdId};
+use crate::access::PdId;
 use crate::ah::AhTable;
 use crate::bindings as b;
 use crate::cq::{Cqe, OxeCq};
@@ -492,12 +492,12 @@ impl Qp {
     }
 
     /// Takes the next receive WQE for a SEND or a WRITE with immediate: its
-    /// SGEs checked for local write (a failure gives the WQE's wr_id and
-    /// the completion's status), unless `sges` is false (a WRITE with
-    /// immediate: no byte goes there). `None`: the RQ is empty (RNR). The RQ's
-    /// WQE stays posted until [`Qp::consume_recv`]; an SRQ's is consumed
-    /// now (another QP must not take it), its lkeys checked against the
-    /// SRQ's PD.
+    /// SGEs parsed, each to be checked for local write when bytes reach it
+    /// (a malformed WQE gives its wr_id and the completion's status), unless
+    /// `sges` is false (a WRITE with immediate: no byte goes there). `None`:
+    /// the RQ is empty (RNR). The RQ's WQE stays posted until
+    /// [`Qp::consume_recv`]; an SRQ's is consumed now (another QP must not
+    /// take it), its lkeys checked against the SRQ's PD.
     pub(crate) fn take_recv(
         &self,
         rq: &mut RecvSide,
@@ -507,7 +507,7 @@ impl Qp {
             if let Some(k) = rq.kept.take() {
                 return Some(Ok(k));
             }
-            return srq.take(self.keys.get(), sges);
+            return srq.take(sges);
         }
         if !rq.queue.peek_into(&mut rq.wqe) {
             return None;
@@ -520,16 +520,9 @@ impl Qp {
             return Some(Err((w.wr_id, b::ib_wc_status_IB_WC_LOC_LEN_ERR)));
         }
         Some(
-            Sgl::build(
-                self.keys.get(),
-                self.pd,
-                &rq.wqe,
-                wqe::RECV_WQE_SGE_OFFSET,
-                w.num_sge,
-                access::LOCAL_WRITE,
-            )
-            .map(|sgl| (w.wr_id, sgl))
-            .map_err(|status| (w.wr_id, crate::sgl::recv_status(status))),
+            Sgl::receive(self.pd, &rq.wqe, wqe::RECV_WQE_SGE_OFFSET, w.num_sge)
+                .map(|sgl| (w.wr_id, sgl))
+                .map_err(|status| (w.wr_id, crate::sgl::recv_status(status))),
         )
     }
 

@@ -142,21 +142,37 @@ pub(super) fn send_data(
     cache: &mut MrCache,
 ) -> Reply {
     let len = pkt.payload.len() as u64;
-    let (wr_id, fits, received) = match &mut rq.progress {
+    let (wr_id, fits, allowed, received) = match &mut rq.progress {
         Some(Progress::Send {
             wr_id,
             sgl,
             received,
         }) => {
-            let fits = *received + len <= sgl.total
-                && sgl.scatter(qp.keys.get(), cache, *received, pkt.payload.src());
-            if fits {
+            let fits = *received + len <= sgl.total;
+            // Each buffer is looked up as bytes reach it (rxe's copy_data).
+            let allowed = fits && sgl.scatter(qp.keys.get(), cache, *received, pkt.payload.src());
+            if allowed {
                 *received += len;
             }
-            (*wr_id, fits, *received)
+            (*wr_id, fits, allowed, *received)
         }
         _ => return fatal(qp, rq, Nak::InvalidRequest),
     };
+    if fits && !allowed {
+        // A buffer no MR of the PD lets the receive write (a bad lkey, an MR
+        // deregistered or re-registered since it was posted): the receive
+        // completes with LOC_PROT_ERR under its wr_id and the QP fails, the
+        // sender gets REM_OP_ERR, whatever the QP type.
+        rq.progress = None;
+        let cqe = qp.cqe(
+            wr_id,
+            b::ib_wc_status_IB_WC_LOC_PROT_ERR,
+            b::ib_wc_opcode_IB_WC_RECV,
+            0,
+        );
+        complete_recv(qp, rq, cqe, false);
+        return fatal(qp, rq, Nak::RemoteOperational);
+    }
     if !fits {
         // The message does not fit the posted buffers: its receive completes
         // here, so nothing of it is in progress any more (an SRQ's WQE

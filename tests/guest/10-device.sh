@@ -4,7 +4,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 ktap_print_header
-ktap_set_plan 35
+ktap_set_plan 36
 
 # --- module
 check "module loads" oxe_load
@@ -66,6 +66,7 @@ check "sysfs pkey 0 is 0xffff" sh -c '[ "$(cat /sys/class/infiniband/oxe0/ports/
 check "sysfs parent is the netdev (eth0), as rxe's" sh -c '[ "$(cat /sys/class/infiniband/oxe0/parent)" = eth0 ]'
 
 # Port state follows the netdev; the core raises the port events.
+downed0=$(rdma_stat oxe0 link_downed); pma0=$(cat $IBDIR/oxe0/ports/1/counters/link_downed)
 ip link set eth0 down
 state_down=$(cat $IBDIR/oxe0/ports/1/state)
 phys_down=$(cat $IBDIR/oxe0/ports/1/phys_state)
@@ -75,6 +76,10 @@ check "port DOWN and phys Disabled while the netdev is down" \
 	sh -c "echo '$state_down' | grep -q DOWN && echo '$phys_down' | grep -q Disabled"
 up_ok() { grep -q ACTIVE $IBDIR/oxe0/ports/1/state; }
 check "port ACTIVE again when the netdev is up" wait_for 60 up_ok
+downed=$(rdma_stat oxe0 link_downed); pma=$(cat $IBDIR/oxe0/ports/1/counters/link_downed)
+echo "# link_downed: $downed0 -> $downed, the PMA's $pma0 -> $pma"
+check "link_downed counts the netdev going down once (rdma statistic, the PMA's sysfs), as rxe's" \
+	sh -c "[ '$downed0' = 0 ] && [ '$downed' = 1 ] && [ '$pma0' = 0 ] && [ '$pma' = 1 ]"
 
 add2=$(stderr_of rdma link add oxe1 type oxe netdev eth0)
 check "a second device on the same netdev is refused (EEXIST)" \

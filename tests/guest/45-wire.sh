@@ -7,7 +7,7 @@
 . "$(dirname "$0")/../lib.sh"
 
 ktap_print_header
-ktap_set_plan 41
+ktap_set_plan 42
 before=$(pins)
 
 # 1. One device, every packet through the wire path: the data-path cases
@@ -113,6 +113,10 @@ wait_for 5 sh -c "[ \$(rdma statistic show link oxeB/1 | tr ' ' '\n' | awk 'f{pr
 i1=$(rdma_stat oxeB icrc_err); d1=$(rdma_stat oxeB rcv_drops)
 echo "# oxeB: icrc_err $i0 -> $i1, rcv_drops $d0 -> $d1"
 check "a packet with a bad ICRC is dropped and counted (icrc_err)" [ "$i1" = $((i0 + 1)) ]
+# The PMA's PortCounters, where the core's sysfs reads them (they were two
+# bytes off: port_rcv_remote_physical_errors showed this).
+pe=$(cat $IBDIR/oxeB/ports/1/counters/port_rcv_errors)
+check "sysfs port_rcv_errors is icrc_err ($pe)" [ "$pe" = "$i1" ]
 check "an unknown QPN and a truncated packet are dropped and counted (rcv_drops)" [ "$d1" = $((d0 + 2)) ]
 check "no QP of the namespace pair is left" [ -z "$(rdma res show qp 2>/dev/null | grep -E 'oxe[AB]' | grep -v 'type GSI')" ]
 
