@@ -6,10 +6,17 @@
 //!
 //! Indices are handed out cyclically: the next free one after the last one
 //! given, going around to the lowest only when none is left above. A slot
-//! is therefore taken at most once per round, and the tag is the round's
-//! number: a slot's next tenant always comes at least one round later, so
+//! is therefore taken at most once per round, and the tag follows the
+//! round: a slot's next tenant always comes at least one round later, so
 //! its tag differs, and a kept key matches again only after 256 rounds (2^31
 //! registrations for MRs). The table keeps nothing of a freed slot.
+//!
+//! Consumers move a key's tag themselves (`ib_inc_rkey` on every fast
+//! registration, `ibv_inc_rkey` on every window bind), one up at a time. So
+//! the tag does not step by one a round, which would give the slot's next
+//! tenant the key its last one had after a single re-key, but by
+//! `TAG_STRIDE`: the next tenant starts 99 tags away from where the last one
+//! started, the one after it 58 (rdma_rxe starts at a random tag).
 
 pub const TAG_BITS: u32 = 8;
 /// Indices are 24 bits; 0 is never handed out (a zeroed key is never valid).
@@ -44,10 +51,15 @@ pub const fn tag(key: u32) -> u8 {
     (key & 0xff) as u8
 }
 
+/// How far the tag moves a round: odd, so that 256 rounds pass before a
+/// tag comes back; near 256 / golden ratio, so that the tags of the next
+/// few rounds are far from each other.
+pub const TAG_STRIDE: u32 = 157;
+
 /// The tag of keys handed out in allocation round `round` (the number of
 /// times the cyclic allocator went around).
 pub const fn round_tag(round: u32) -> u8 {
-    round as u8
+    round.wrapping_mul(TAG_STRIDE) as u8
 }
 
 #[cfg(test)]
@@ -74,6 +86,23 @@ mod tests {
         assert_eq!(mr_max_index(MR_MAX_INDEX), MR_MAX_INDEX);
         assert_eq!(mr_max_index(u32::MAX), MR_MAX_INDEX);
         assert!(mr_max_index(u32::MAX) < MW_MIN_INDEX);
+    }
+
+    /// A key its consumer moved up to 98 times (a window bound that often,
+    /// a fast MR registered again) never names its slot's next tenant, nor
+    /// what that tenant's consumer moves it to up to 98 times. With a tag
+    /// that stepped by one a round, one move was enough.
+    #[test]
+    fn re_keyed_tags_stay_clear_of_the_next_tenant() {
+        for round in 0..512u32 {
+            let old = round_tag(round);
+            let new = round_tag(round + 1);
+            for i in 0..=98u8 {
+                for j in 0..=98u8 {
+                    assert_ne!(old.wrapping_add(i), new.wrapping_add(j), "round {round}");
+                }
+            }
+        }
     }
 
     /// What `__xa_alloc_cyclic` does: the first free index at or after
