@@ -223,6 +223,17 @@ fn send_packets(
         Some(d) => (d.qpn, Some(d.route)),
         None => (attrs.dest_qpn, attrs.route),
     };
+    // The source address went away since the WQE was taken (its first
+    // packets, or a go-back's): nothing more goes out from it, as rxe looks
+    // the source GID up for every packet.
+    if !matches!(p.op, Op::Failed(_)) && route.as_ref().is_some_and(|r| !qp.ib.source_ok(r)) {
+        let first = p.sent == 0;
+        p.op = Op::Failed(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
+        if first && sq.unasked > 0 {
+            ask_again(sq, next);
+        }
+        return Step::Progress;
+    }
     // UC and UD have no window; on this device they wait for the peer
     // instead of losing what the peer has no room for.
     let handed_over = crate::qp::handed_over(route.as_ref());

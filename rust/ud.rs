@@ -77,11 +77,13 @@ pub(crate) fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut
     let (wr_id, sgl) = match taken {
         Ok(t) => t,
         Err((wr_id, status)) => {
-            // A malformed receive WQE: the QP's failure (class A).
+            // A malformed receive WQE: the QP's failure (class A), in ERR
+            // by the time its completion can be polled.
             let cqe = qp.cqe(wr_id, status, b::ib_wc_opcode_IB_WC_RECV, 0);
             qp.consume_recv(rq);
-            let _ = qp.rcq().post(&cqe, false);
-            qp.set_error(rq);
+            qp.set_error_then(rq, || {
+                let _ = qp.rcq().post(&cqe, false);
+            });
             return;
         }
     };
@@ -102,8 +104,9 @@ pub(crate) fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut
             0,
         );
         qp.consume_recv(rq);
-        let _ = qp.rcq().post(&cqe, false);
-        qp.set_error(rq);
+        qp.set_error_then(rq, || {
+            let _ = qp.rcq().post(&cqe, false);
+        });
         return;
     }
     if !fits {

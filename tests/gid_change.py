@@ -9,7 +9,9 @@
 # device takes it). Then EXTRA_IP is deleted: a SEND of the RC QP whose
 # source it was, and a datagram through an AH made with it, fail with
 # LOC_QP_OP_ERR, as rxe fails them when rdma_get_gid_attr finds no GID
-# there (they went out from the stale address, a datagram "successfully").
+# there (they went out from the stale address, a datagram "successfully");
+# so does a WRITE from it in flight to a QP that never answers, at its
+# first retransmission (1 s), not with RETRY_EXC_ERR after its retries.
 #
 # Usage (in DEV's namespace, as root):
 #   gid_change.py DEV NETDEV IP EXTRA_IP
@@ -59,11 +61,11 @@ def route(gi, peer_ip):
                   gr=GlobalRoute(dgid=GID(roce.mapped_gid(peer_ip)), sgid_index=gi))
 
 
-def rc_connect(qp, gi, peer_ip, peer_qpn):
+def rc_connect(qp, gi, peer_ip, peer_qpn, timeout=14):
     attr = QPAttr(port_num=1)
     attr.path_mtu = e.IBV_MTU_1024
     attr.dest_qp_num = peer_qpn
-    attr.timeout = 14
+    attr.timeout = timeout
     attr.retry_cnt = 3
     attr.rnr_retry = 1
     attr.min_rnr_timer = 12
@@ -73,12 +75,14 @@ def rc_connect(qp, gi, peer_ip, peer_qpn):
     qp.to_rts(attr)
 
 
-def send(qp, wr_id, ud=None):
-    wr = SendWR(wr_id=wr_id, opcode=e.IBV_WR_SEND, num_sge=1,
-                sg=[SGE(mr.buf, 64, mr.lkey)])
+def send(qp, wr_id, ud=None, write=False):
+    wr = SendWR(wr_id=wr_id, opcode=e.IBV_WR_RDMA_WRITE if write else e.IBV_WR_SEND,
+                num_sge=1, sg=[SGE(mr.buf, 64, mr.lkey)])
     wr.send_flags = e.IBV_SEND_SIGNALED
     if ud:
         wr.set_wr_ud(ud[0], ud[1], QKEY)
+    if write:
+        wr.set_wr_rdma(0x1234, mr.buf)
     qp.post_send(wr)
 
 
@@ -125,17 +129,31 @@ try:
             wcs[wc.wr_id] = wc.status
     check(wcs == {2: e.IBV_WC_SUCCESS, 20: e.IBV_WC_SUCCESS},
           f"UD from {extra} to {ip}: the datagram and its receive complete: {wcs}")
+
+    # A QP that never answers: no QP of the device has this number. The
+    # WRITE's retransmit timer: 4.096 us << 18, 1 s.
+    silent = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
+                               cap=QPCap(max_send_wr=2, max_recv_wr=2)))
+    rc_connect(silent, gx, ip, 0xfffff0, timeout=18)
+    send(silent, 5, write=True)
+    time.sleep(0.2)
 finally:
     subprocess.run(["ip", "addr", "del", f"{extra}/24", "dev", ndev])
 check(wait_gid(extra, False), f"{extra}'s GID goes with the address")
 
 send(ud[0], 3, (ah, ud[1].qp_num))
-wc = roce.poll_one(cq, 5.0)
-check(wc is not None and wc.wr_id == 3 and wc.status == e.IBV_WC_LOC_QP_OP_ERR,
-      f"a datagram through an AH from {extra}, deleted: LOC_QP_OP_ERR: {status(wc)}")
 send(rc[1], 4)
-wc = roce.poll_one(cq, 5.0)
-check(wc is not None and wc.wr_id == 4 and wc.status == e.IBV_WC_LOC_QP_OP_ERR,
-      f"a SEND of the RC QP from {extra}, deleted: LOC_QP_OP_ERR: {status(wc)}")
+wcs = {}
+for _ in range(3):
+    wc = roce.poll_one(cq, 8.0)
+    if wc:
+        wcs[wc.wr_id] = wc.status
+check(wcs.get(3) == e.IBV_WC_LOC_QP_OP_ERR,
+      f"a datagram through an AH from {extra}, deleted: LOC_QP_OP_ERR: {wcs.get(3)}")
+check(wcs.get(4) == e.IBV_WC_LOC_QP_OP_ERR,
+      f"a SEND of the RC QP from {extra}, deleted: LOC_QP_OP_ERR: {wcs.get(4)}")
+check(wcs.get(5) == e.IBV_WC_LOC_QP_OP_ERR,
+      f"a WRITE from {extra} in flight when it was deleted: LOC_QP_OP_ERR at its "
+      f"retransmission: {wcs.get(5)}")
 ctx.close()
 sys.exit(1 if check.fails else 0)

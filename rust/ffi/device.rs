@@ -140,8 +140,18 @@ pub(crate) unsafe fn add(name: &CStr, ndev: *mut b::net_device) -> Result {
     // `dealloc_driver`; once they are set, `dealloc_driver` drops the state.
     // SAFETY: a fresh device, seen by no one.
     let ret = match unsafe { init_in_place::<OxeDevice, _>(ib, DeviceState::new(guid, net)) } {
-        // SAFETY: a fresh, unregistered oxe device; `ndev` referenced.
-        Ok(()) => unsafe { init_and_register(ib, name, ndev, guid) },
+        Ok(()) => {
+            // A device made on a netdev that is down starts with its port
+            // down, counted, as rxe's `rxe_set_port_state`.
+            // SAFETY: the state was initialised just above; `ndev` referenced.
+            unsafe {
+                if let Some(state) = OxeDevice::from_ib(ib).state() {
+                    state.port_now(b::oxe_netdev_port_down(ndev));
+                }
+            }
+            // SAFETY: a fresh, unregistered oxe device; `ndev` referenced.
+            unsafe { init_and_register(ib, name, ndev, guid) }
+        }
         Err(e) => e.to_errno(),
     };
     if ret != 0 {

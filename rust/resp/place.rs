@@ -161,8 +161,9 @@ pub(super) fn send_data(
     if fits && !allowed {
         // A buffer no MR of the PD lets the receive write (a bad lkey, an MR
         // deregistered or re-registered since it was posted): the receive
-        // completes with LOC_PROT_ERR under its wr_id and the QP fails, the
-        // sender gets REM_OP_ERR, whatever the QP type.
+        // completes with LOC_PROT_ERR under its wr_id (as a NIC reports a
+        // bad L_Key; rxe says LOC_QP_OP_ERR) and the QP fails, whatever its
+        // type; an RC sender gets REM_OP_ERR.
         rq.progress = None;
         let cqe = qp.cqe(
             wr_id,
