@@ -1451,6 +1451,20 @@ TEST(exit_with_a_wqe_waiting_forever)
 	EXPECT_TRUE(WIFEXITED(st) && WEXITSTATUS(st) == 0) TH_LOG("status 0x%x", st);
 }
 
+/* A 4-entry CQ for @a's QP, and 20 signaled WRITEs of it to @b (an ASSERT
+ * here ends the test: the harness aborts its process). */
+static void overflow_a_cq(struct __test_metadata *_metadata, struct ibv_context *ctx,
+			  struct ibv_pd *pd, struct side *a, struct side *b)
+{
+	ASSERT_EQ(0, setup_side(ctx, a, pd, 4, ACC_ALL));
+	ASSERT_EQ(0, setup_side(ctx, b, pd, 16, ACC_ALL));
+	ASSERT_EQ(0, connect_rc(ctx, a->qp, b->qp->qp_num, ACC_ALL, 7));
+	ASSERT_EQ(0, connect_rc(ctx, b->qp, a->qp->qp_num, ACC_ALL, 7));
+	for (int i = 0; i < 20; i++)
+		ASSERT_EQ(0, post(a->qp, IBV_WR_RDMA_WRITE, a->buf, 8, a->mr->lkey,
+				  (uintptr_t)b->buf, b->mr->rkey, i));
+}
+
 TEST(cq_overflow_raises_cq_error)
 {
 	struct ibv_context *ctx = open_dev();
@@ -1459,15 +1473,7 @@ TEST(cq_overflow_raises_cq_error)
 	struct pollfd pfd;
 
 	ASSERT_NE(NULL, ctx);
-	struct ibv_pd *pd = ibv_alloc_pd(ctx);
-	/* A 4-entry CQ for A, and 20 signaled writes. */
-	ASSERT_EQ(0, setup_side(ctx, &a, pd, 4, ACC_ALL));
-	ASSERT_EQ(0, setup_side(ctx, &b, pd, 16, ACC_ALL));
-	ASSERT_EQ(0, connect_rc(ctx, a.qp, b.qp->qp_num, ACC_ALL, 7));
-	ASSERT_EQ(0, connect_rc(ctx, b.qp, a.qp->qp_num, ACC_ALL, 7));
-	for (int i = 0; i < 20; i++)
-		ASSERT_EQ(0, post(a.qp, IBV_WR_RDMA_WRITE, a.buf, 8, a.mr->lkey,
-				  (uintptr_t)b.buf, b.mr->rkey, i));
+	overflow_a_cq(_metadata, ctx, ibv_alloc_pd(ctx), &a, &b);
 	pfd.fd = ctx->async_fd;
 	pfd.events = POLLIN;
 	ASSERT_EQ(1, poll(&pfd, 1, 5000)) TH_LOG("no async event");
@@ -1507,13 +1513,7 @@ TEST(cq_takes_completions_again_after_an_overflow)
 	ASSERT_NE(NULL, ctx);
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
 
-	ASSERT_EQ(0, setup_side(ctx, &a, pd, 4, ACC_ALL));
-	ASSERT_EQ(0, setup_side(ctx, &b, pd, 16, ACC_ALL));
-	ASSERT_EQ(0, connect_rc(ctx, a.qp, b.qp->qp_num, ACC_ALL, 7));
-	ASSERT_EQ(0, connect_rc(ctx, b.qp, a.qp->qp_num, ACC_ALL, 7));
-	for (int i = 0; i < 20; i++)
-		ASSERT_EQ(0, post(a.qp, IBV_WR_RDMA_WRITE, a.buf, 8, a.mr->lkey,
-				  (uintptr_t)b.buf, b.mr->rkey, i));
+	overflow_a_cq(_metadata, ctx, pd, &a, &b);
 	for (int i = 0; i < 500; i++) {
 		ASSERT_EQ(0, ibv_query_qp(a.qp, &qa, IBV_QP_STATE, &qia));
 		if (qa.qp_state == IBV_QPS_ERR)

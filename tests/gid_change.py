@@ -62,17 +62,17 @@ def route(gi, peer_ip):
 
 
 def rc_connect(qp, gi, peer_ip, peer_qpn, timeout=14):
-    attr = QPAttr(port_num=1)
-    attr.path_mtu = e.IBV_MTU_1024
-    attr.dest_qp_num = peer_qpn
-    attr.timeout = timeout
-    attr.retry_cnt = 3
-    attr.rnr_retry = 1
-    attr.min_rnr_timer = 12
-    attr.max_rd_atomic = 1
-    attr.max_dest_rd_atomic = 1
-    attr.ah_attr = route(gi, peer_ip)
-    qp.to_rts(attr)
+    qp.to_rts(roce.rc_attr(gi, peer_ip, peer_qpn, timeout=timeout))
+
+
+def completions(n, seconds):
+    """wr_id -> status of the next `n` completions of `cq`."""
+    wcs = {}
+    for _ in range(n):
+        wc = roce.poll_one(cq, seconds)
+        if wc:
+            wcs[wc.wr_id] = wc.status
+    return wcs
 
 
 def send(qp, wr_id, ud=None, write=False):
@@ -104,11 +104,7 @@ try:
     rc_connect(rc[1], gx, ip, rc[0].qp_num)
     rc[1].post_recv(RecvWR(wr_id=10, num_sge=1, sg=[SGE(mr.buf + 1024, 1024, mr.lkey)]))
     send(rc[0], 1)
-    wcs = {}
-    for _ in range(2):
-        wc = roce.poll_one(cq, 5.0)
-        if wc:
-            wcs[wc.wr_id] = wc.status
+    wcs = completions(2, 5.0)
     check(wcs == {1: e.IBV_WC_SUCCESS, 10: e.IBV_WC_SUCCESS},
           f"RC from {ip} to {extra}, both {dev}'s: the SEND and its receive complete: {wcs}")
 
@@ -122,11 +118,7 @@ try:
     ud[1].post_recv(RecvWR(wr_id=20, num_sge=1, sg=[SGE(mr.buf + 2048, 1024, mr.lkey)]))
     ah = AH(pd, attr=route(gx, ip))
     send(ud[0], 2, (ah, ud[1].qp_num))
-    wcs = {}
-    for _ in range(2):
-        wc = roce.poll_one(cq, 5.0)
-        if wc:
-            wcs[wc.wr_id] = wc.status
+    wcs = completions(2, 5.0)
     check(wcs == {2: e.IBV_WC_SUCCESS, 20: e.IBV_WC_SUCCESS},
           f"UD from {extra} to {ip}: the datagram and its receive complete: {wcs}")
 
@@ -143,11 +135,7 @@ check(wait_gid(extra, False), f"{extra}'s GID goes with the address")
 
 send(ud[0], 3, (ah, ud[1].qp_num))
 send(rc[1], 4)
-wcs = {}
-for _ in range(3):
-    wc = roce.poll_one(cq, 8.0)
-    if wc:
-        wcs[wc.wr_id] = wc.status
+wcs = completions(3, 8.0)
 check(wcs.get(3) == e.IBV_WC_LOC_QP_OP_ERR,
       f"a datagram through an AH from {extra}, deleted: LOC_QP_OP_ERR: {wcs.get(3)}")
 check(wcs.get(4) == e.IBV_WC_LOC_QP_OP_ERR,

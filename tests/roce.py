@@ -127,15 +127,25 @@ def mapped_gid(ip):
 def rc_qp(pd, cq, gid_index, peer_ip, peer_qpn, sq_psn=0, access=0, dest_rd_atomic=1,
           timeout=14, send_wr=1):
     """An RC QP of `pd` in RTS, connected to QP `peer_qpn` at `peer_ip` (a
-    scripted peer): path MTU 256, PSNs from 0 (its requests from `sq_psn`),
-    a `timeout` of 67 ms (4.096 us << 14), 3 retries, one RNR retry; room
-    for `send_wr` send WRs and one receive."""
+    scripted peer): `rc_attr`'s path; room for `send_wr` send WRs and one
+    receive."""
     import pyverbs.enums as e
-    from pyverbs.addr import AHAttr, GID, GlobalRoute
-    from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+    from pyverbs.qp import QP, QPCap, QPInitAttr
 
     qp = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq,
                            cap=QPCap(max_send_wr=send_wr, max_recv_wr=1)))
+    qp.to_rts(rc_attr(gid_index, peer_ip, peer_qpn, sq_psn, access, dest_rd_atomic, timeout))
+    return qp
+
+
+def rc_attr(gid_index, peer_ip, peer_qpn, sq_psn=0, access=0, dest_rd_atomic=1, timeout=14):
+    """What takes an RC QP to RTS towards QP `peer_qpn` at `peer_ip`: path
+    MTU 256, PSNs from 0 (its requests from `sq_psn`), a `timeout` of 67 ms
+    (4.096 us << 14), 3 retries, one RNR retry."""
+    import pyverbs.enums as e
+    from pyverbs.addr import AHAttr, GID, GlobalRoute
+    from pyverbs.qp import QPAttr
+
     attr = QPAttr(port_num=1)
     attr.qp_access_flags = access
     attr.path_mtu = e.IBV_MTU_256
@@ -150,8 +160,7 @@ def rc_qp(pd, cq, gid_index, peer_ip, peer_qpn, sq_psn=0, access=0, dest_rd_atom
     attr.max_dest_rd_atomic = dest_rd_atomic
     attr.ah_attr = AHAttr(port_num=1, is_global=1,
                           gr=GlobalRoute(dgid=GID(mapped_gid(peer_ip)), sgid_index=gid_index))
-    qp.to_rts(attr)
-    return qp
+    return attr
 
 
 def dev_stat(dev, name):
