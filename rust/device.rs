@@ -73,9 +73,7 @@ impl DeviceState {
             link_down: Atomic::new(false),
         }? Error)
     }
-}
 
-impl DeviceState {
     /// The netdev's port state after one of its events: counts a change to
     /// down.
     pub(crate) fn port_now(&self, down: bool) {

@@ -223,9 +223,10 @@ fn send_packets(
         Some(d) => (d.qpn, Some(d.route)),
         None => (attrs.dest_qpn, attrs.route),
     };
-    // The source address went away since the WQE was taken (its first
-    // packets, or a go-back's): nothing more goes out from it, as rxe looks
-    // the source GID up for every packet.
+    // The source address went away (or was replaced) since the QP got its
+    // path or the AH was made: nothing more goes out from it, first packets
+    // or a go-back's, as rxe fails the WQE when `rdma_get_gid_attr` finds no
+    // GID there for a packet.
     if !matches!(p.op, Op::Failed(_)) && route.as_ref().is_some_and(|r| !qp.ib.source_ok(r)) {
         let first = p.sent == 0;
         p.op = Op::Failed(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR);
@@ -546,12 +547,6 @@ fn take(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs) -> Take {
             Ok(d) => (op, Some(d)),
             Err(status) => (Op::Failed(status), None),
         },
-        // The source address went away (or was replaced) since the QP got
-        // its path: nothing is sent from it, as rxe fails the WQE when its
-        // `rdma_get_gid_attr` finds no GID there.
-        Ok(_) if attrs.route.as_ref().is_some_and(|r| !qp.ib.source_ok(r)) => {
-            (Op::Failed(b::ib_wc_status_IB_WC_LOC_QP_OP_ERR), None)
-        }
         Ok(op) => (op, None),
         Err(status) => (Op::Failed(status), None),
     };

@@ -76,16 +76,8 @@ pub(crate) fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut
     };
     let (wr_id, sgl) = match taken {
         Ok(t) => t,
-        Err((wr_id, status)) => {
-            // A malformed receive WQE: the QP's failure (class A), in ERR
-            // by the time its completion can be polled.
-            let cqe = qp.cqe(wr_id, status, b::ib_wc_opcode_IB_WC_RECV, 0);
-            qp.consume_recv(rq);
-            qp.set_error_then(rq, || {
-                let _ = qp.rcq().post(&cqe, false);
-            });
-            return;
-        }
+        // A malformed receive WQE.
+        Err((wr_id, status)) => return fail_recv(qp, rq, wr_id, status),
     };
     let len = pkt.payload.len() as u64;
     let grh_len = grh.len() as u64;
@@ -97,17 +89,7 @@ pub(crate) fn receive(qp: &Arc<Qp>, rq: &mut RecvSide, pkt: &Packet, cache: &mut
         && !(sgl.scatter(qp.keys.get(), cache, 0, Src::Bytes(grh))
             && sgl.scatter(qp.keys.get(), cache, grh_len, pkt.payload.src()))
     {
-        let cqe = qp.cqe(
-            wr_id,
-            b::ib_wc_status_IB_WC_LOC_PROT_ERR,
-            b::ib_wc_opcode_IB_WC_RECV,
-            0,
-        );
-        qp.consume_recv(rq);
-        qp.set_error_then(rq, || {
-            let _ = qp.rcq().post(&cqe, false);
-        });
-        return;
+        return fail_recv(qp, rq, wr_id, b::ib_wc_status_IB_WC_LOC_PROT_ERR);
     }
     if !fits {
         // Too long for the buffers: dropped, the receive kept for the next
@@ -155,4 +137,14 @@ fn network_type(grh: &NetworkHdr) -> u8 {
     } else {
         b::rdma_network_type_RDMA_NETWORK_IPV4 as u8
     }
+}
+
+/// The receive `wr_id` fails with `status`, and the QP with it (class A):
+/// in ERR by the time its completion can be polled.
+fn fail_recv(qp: &Arc<Qp>, rq: &mut RecvSide, wr_id: u64, status: u32) {
+    let cqe = qp.cqe(wr_id, status, b::ib_wc_opcode_IB_WC_RECV, 0);
+    qp.consume_recv(rq);
+    qp.set_error_then(rq, || {
+        let _ = qp.rcq().post(&cqe, false);
+    });
 }

@@ -208,20 +208,36 @@ unsafe fn init_and_register(
 /// `ndev` is valid for the call (the notifier's).
 pub(crate) unsafe fn netdev_unregistering(ndev: *mut b::net_device) {
     // SAFETY: `ndev` is valid during the notifier call.
-    let ib = unsafe { b::ib_device_get_by_netdev(ndev, b::rdma_driver_id_RDMA_DRIVER_RXE) };
-    if ib.is_null() {
-        return;
-    }
-    // rdma_rxe is never loaded with oxe, but only our own devices are touched.
-    // SAFETY: `ib` is referenced by ib_device_get_by_netdev.
     unsafe {
-        if (*ib).ops.owner == crate::THIS_MODULE.as_ptr() {
+        with_device_of(ndev, |ib| {
+            // SAFETY: a registered oxe device, referenced for the call.
             b::ib_unregister_device_queued(ib);
             // The namespace may be going away with the netdev: its sockets
             // go now, not when the queued unregistration frees the device.
             if let Some(state) = OxeDevice::from_ib(ib).state() {
                 state.net.release_sockets();
             }
+        })
+    };
+}
+
+/// Runs `f` on the oxe device of `ndev`, if there is one, referenced for
+/// the call. rdma_rxe is never loaded with oxe, but only our own devices
+/// are touched.
+///
+/// # Safety
+///
+/// `ndev` is valid for the call.
+unsafe fn with_device_of(ndev: *mut b::net_device, f: impl FnOnce(*mut b::ib_device)) {
+    // SAFETY: `ndev` is valid (the function's contract).
+    let ib = unsafe { b::ib_device_get_by_netdev(ndev, b::rdma_driver_id_RDMA_DRIVER_RXE) };
+    if ib.is_null() {
+        return;
+    }
+    // SAFETY: `ib` is referenced by ib_device_get_by_netdev until the put.
+    unsafe {
+        if (*ib).ops.owner == crate::THIS_MODULE.as_ptr() {
+            f(ib);
         }
         b::ib_device_put(ib);
     }
@@ -236,21 +252,15 @@ pub(crate) unsafe fn netdev_unregistering(ndev: *mut b::net_device) {
 /// `ndev` is valid for the call (the notifier's).
 pub(crate) unsafe fn netdev_changed(ndev: *mut b::net_device) {
     // SAFETY: `ndev` is valid during the notifier call.
-    let down = unsafe { b::oxe_netdev_port_down(ndev) };
-    // SAFETY: as above.
-    let ib = unsafe { b::ib_device_get_by_netdev(ndev, b::rdma_driver_id_RDMA_DRIVER_RXE) };
-    if ib.is_null() {
-        return;
-    }
-    // SAFETY: `ib` is referenced by ib_device_get_by_netdev; only our own devices are touched.
     unsafe {
-        if (*ib).ops.owner == crate::THIS_MODULE.as_ptr() {
+        let down = b::oxe_netdev_port_down(ndev);
+        with_device_of(ndev, |ib| {
+            // SAFETY: an oxe device, referenced for the call.
             if let Some(state) = OxeDevice::from_ib(ib).state() {
                 state.port_now(down);
             }
-        }
-        b::ib_device_put(ib);
-    }
+        })
+    };
 }
 
 /// # Safety

@@ -61,9 +61,9 @@ pub(crate) struct Av {
     pub(crate) sgid: [u8; 16],
     /// Where `sgid` is in the GID table.
     pub(crate) sgid_index: u32,
-    /// `dgid` is a GID of this device too (then its packets are handed
-    /// over, as rxe loops back a packet to its own MAC).
-    pub(crate) dgid_local: bool,
+    /// `dgid` is a GID of this device, `sgid` or another (then its packets
+    /// are handed over, as rxe loops back a packet to its own MAC).
+    pub(crate) local: bool,
     pub(crate) dgid: [u8; 16],
     pub(crate) flow_label: u32,
     pub(crate) hop_limit: u8,
@@ -94,11 +94,12 @@ pub(crate) fn ah_av(ah: &b::rdma_ah_attr) -> Option<Av> {
     // SAFETY: the attribute is held for the call, as above.
     let oif = unsafe { b::oxe_gid_attr_ifindex(ah.grh.sgid_attr) };
     // SAFETY: as above; `dgid` is 16 bytes; the lookup takes the GID table's IRQ-safe lock.
-    let dgid_local = unsafe { b::oxe_gid_attr_is_local(ah.grh.sgid_attr, dgid.as_ptr()) };
+    let local =
+        sgid == dgid || unsafe { b::oxe_gid_attr_is_local(ah.grh.sgid_attr, dgid.as_ptr()) };
     Some(Av {
         sgid,
         sgid_index: ah.grh.sgid_index.into(),
-        dgid_local,
+        local,
         dgid,
         oif,
         flow_label: ah.grh.flow_label,
@@ -122,7 +123,7 @@ impl Av {
             tclass: self.tclass,
             ttl: self.hop_limit,
             oif: self.oif,
-            local: self.sgid == self.dgid || self.dgid_local,
+            local: self.local,
             sgid_index: self.sgid_index,
         }
     }

@@ -31,7 +31,7 @@ use crate::stats::Counter;
 mod place;
 mod read;
 
-use place::{complete_recv, flush, remote, send_data, write_data};
+use place::{fail_recv, flush, remote, send_data, write_data};
 use read::{read_ack, read_again, serve_read, start_read};
 
 enum Reply {
@@ -408,8 +408,7 @@ fn request(
             match qp.take_recv(rq, true) {
                 None => return Reply::Nak(Nak::Rnr),
                 Some(Err((wr_id, status))) => {
-                    let cqe = qp.cqe(wr_id, status, b::ib_wc_opcode_IB_WC_RECV, 0);
-                    complete_recv(qp, rq, cqe, false);
+                    fail_recv(qp, rq, wr_id, status);
                     return fatal(qp, rq, Nak::RemoteOperational);
                 }
                 Some(Ok((wr_id, sgl))) => {

@@ -21,9 +21,17 @@ use crate::sgl::MrCache;
 
 /// Consumes the receive WQE and holds its completion until the packet's
 /// response (ACK or NAK) is sent: see `receive`.
-pub(super) fn complete_recv(qp: &Qp, rq: &mut RecvSide, cqe: Cqe, solicited: bool) {
+fn complete_recv(qp: &Qp, rq: &mut RecvSide, cqe: Cqe, solicited: bool) {
     qp.consume_recv(rq);
     rq.completion = Some((cqe, solicited));
+}
+
+/// A SEND's receive completes with error `status`: nothing of the message
+/// is in progress any more.
+pub(super) fn fail_recv(qp: &Qp, rq: &mut RecvSide, wr_id: u64, status: u32) {
+    rq.progress = None;
+    let cqe = qp.cqe(wr_id, status, b::ib_wc_opcode_IB_WC_RECV, 0);
+    complete_recv(qp, rq, cqe, false);
 }
 
 /// FLUSH (IBA 1.5 A19): makes what earlier requests placed in the MR
@@ -164,14 +172,7 @@ pub(super) fn send_data(
         // completes with LOC_PROT_ERR under its wr_id (as a NIC reports a
         // bad L_Key; rxe says LOC_QP_OP_ERR) and the QP fails, whatever its
         // type; an RC sender gets REM_OP_ERR.
-        rq.progress = None;
-        let cqe = qp.cqe(
-            wr_id,
-            b::ib_wc_status_IB_WC_LOC_PROT_ERR,
-            b::ib_wc_opcode_IB_WC_RECV,
-            0,
-        );
-        complete_recv(qp, rq, cqe, false);
+        fail_recv(qp, rq, wr_id, b::ib_wc_status_IB_WC_LOC_PROT_ERR);
         return fatal(qp, rq, Nak::RemoteOperational);
     }
     if !fits {
@@ -184,23 +185,11 @@ pub(super) fn send_data(
             if qp.srq.is_some() {
                 // Its WQE came from the SRQ and is gone: it completes in
                 // error, the QP carries on (class E).
-                let cqe = qp.cqe(
-                    wr_id,
-                    b::ib_wc_status_IB_WC_LOC_LEN_ERR,
-                    b::ib_wc_opcode_IB_WC_RECV,
-                    0,
-                );
-                complete_recv(qp, rq, cqe, false);
+                fail_recv(qp, rq, wr_id, b::ib_wc_status_IB_WC_LOC_LEN_ERR);
             }
             return Reply::Nak(Nak::InvalidRequest);
         }
-        let cqe = qp.cqe(
-            wr_id,
-            b::ib_wc_status_IB_WC_LOC_LEN_ERR,
-            b::ib_wc_opcode_IB_WC_RECV,
-            0,
-        );
-        complete_recv(qp, rq, cqe, false);
+        fail_recv(qp, rq, wr_id, b::ib_wc_status_IB_WC_LOC_LEN_ERR);
         return fatal(qp, rq, Nak::InvalidRequest);
     }
     if !is_last(pkt.hdr.opcode) {
@@ -222,14 +211,7 @@ pub(super) fn send_data(
         // The receive completes in error, as rxe's, rather than being
         // flushed with the QP (or lost, if it came from an SRQ).
         if !crate::mw::invalidate(qp.keys.get(), qp.mws.get(), pkt.hdr.ex, qp.pd) {
-            rq.progress = None;
-            let cqe = qp.cqe(
-                wr_id,
-                b::ib_wc_status_IB_WC_REM_INV_REQ_ERR,
-                b::ib_wc_opcode_IB_WC_RECV,
-                0,
-            );
-            complete_recv(qp, rq, cqe, false);
+            fail_recv(qp, rq, wr_id, b::ib_wc_status_IB_WC_REM_INV_REQ_ERR);
             return fatal(qp, rq, Nak::InvalidRequest);
         }
         cqe.ex = pkt.hdr.ex;
