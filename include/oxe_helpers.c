@@ -470,11 +470,13 @@ struct workqueue_struct *oxe_alloc_normal_wq(void)
 	return alloc_workqueue("oxe_normal", WQ_PERCPU | WQ_MEM_RECLAIM, WQ_MAX_ACTIVE);
 }
 
+/* Jiffies for a timer that must not fire before @ns: rounded up, and one
+ * more, as the tick under way when it is armed is partly gone (IBA's ACK
+ * and RNR timeouts are minimums; rounded down, timeout 14's 67.1 ms fired
+ * after 60 to 64 ms). */
 unsigned long oxe_nsecs_to_jiffies(u64 ns)
 {
-	unsigned long j = nsecs_to_jiffies(ns);
-
-	return j ? j : 1;
+	return nsecs_to_jiffies(ns + TICK_NSEC - 1) + 1;
 }
 
 struct oxe_helper {

@@ -427,6 +427,11 @@ fn rnr(qp: &Arc<Qp>, sq: &mut SendSide, code: u8) {
     ib::trace::retransmit(qp.qpn, sq.una, c"RNR NAK", sq.rnr_tries);
     rewind(sq);
     sq.rnr_wait = true;
+    // The NAK answers what the retransmit timer waits for: the resend after
+    // the wait arms it anew. Left armed, it expired in the short moments
+    // between a resend and its NAK and spent `retry_cnt` on a live peer
+    // (RETRY_EXC_ERR while waiting, with rnr_retry 7, for a receive).
+    sq.timer_una = None;
     qp.arm::<RNR>(params::rnr_timer_ns(code));
 }
 
@@ -484,7 +489,10 @@ pub(crate) fn retry_timer(qp: &Arc<Qp>) {
     if attrs.state == STATE_ERR || !outstanding || sq.rnr_wait {
         return;
     }
-    if armed == Some(sq.una) {
+    // An answer waits for the send turn (late, under load): no timeout.
+    // The turn takes it and arms the timer again if it must.
+    let answered = || !qp.inbox.lock().responses.is_empty();
+    if armed == Some(sq.una) && !answered() {
         sq.retries = sq.retries.saturating_add(1);
         if sq.retries > attrs.retry_cnt {
             qp.count(Counter::RetryExceededErr);

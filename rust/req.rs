@@ -236,9 +236,10 @@ fn send_packets(
         return Step::Progress;
     }
     // UC and UD have no window; on this device they wait for the peer
-    // instead of losing what the peer has no room for.
+    // instead of losing what the peer has no room for, through the wire's
+    // encoding (`wire_loopback`) too.
     let handed_over = crate::qp::handed_over(route.as_ref());
-    let peer = if !qp.reliable() && handed_over {
+    let peer = if !qp.reliable() && route.as_ref().is_none_or(|r| r.local) {
         qp.peers.get().get(dest)
     } else {
         None

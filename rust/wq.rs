@@ -333,7 +333,8 @@ pub(crate) fn kick(cpu: Option<i32>) -> Option<i32> {
     cpu
 }
 
-/// Jiffies for a delay in nanoseconds, at least one.
+/// Jiffies for a timer that must not fire before `ns` have passed (rounded
+/// up, plus the tick under way).
 pub(crate) fn jiffies(ns: u64) -> kernel::time::Jiffies {
     // SAFETY: a pure conversion.
     unsafe { b::oxe_nsecs_to_jiffies(ns) }

@@ -1169,7 +1169,9 @@ TEST_F(dp, rnr_waits_for_a_receive)
 
 	memset(self->a.buf, 'r', 64);
 	ASSERT_EQ(0, post(self->a.qp, IBV_WR_SEND, self->a.buf, 64, self->a.mr->lkey, 0, 0, 1));
-	usleep(20000);
+	/* The stall under way: a has had an RNR NAK from b. */
+	for (int i = 0; i < 200 && qp_res(self->ctx, self->a.qp->qp_num, "rcvd_rnr_err") < 1; i++)
+		usleep(10000);
 	EXPECT_EQ(0, ibv_poll_cq(self->a.cq, 1, &wc));
 	/* What `rdma -dd res show qp` tells of the stall: the SEND posted and
 	 * in flight, the peer's RQ empty. */
@@ -1232,6 +1234,52 @@ TEST(rnr_retry_exceeded)
 	ASSERT_EQ(0, post(a.qp, IBV_WR_SEND, a.buf, 64, a.mr->lkey, 0, 0, 1));
 	ASSERT_EQ(1, wait_wc(a.cq, &wc));
 	EXPECT_EQ(IBV_WC_RNR_RETRY_EXC_ERR, wc.status);
+}
+
+/*
+ * An RNR NAK answers the requester: its retransmit timer, which waits for an
+ * answer, must not expire and spend retries while a live peer keeps NAKing.
+ * The timer used to stay armed through the RNR waits and, when it expired
+ * in the moment between a resend and its NAK (both timers tick on
+ * jiffies), count a retry: a SEND waiting for its receive failed with
+ * RETRY_EXC_ERR, though rnr_retry 7 means forever. Eight QPs wait 1.5 s
+ * (about 23 expiries of the 67 ms timer each): before, 1 to 11 timeouts.
+ */
+TEST(rnr_naks_answer_the_retransmit_timer)
+{
+	enum { N = 8 };
+	struct ibv_context *ctx = open_dev();
+	struct side a[N], b[N];
+	struct ibv_wc wc;
+	long retries = 0, rnr = 0;
+
+	ASSERT_NE(NULL, ctx);
+	struct ibv_pd *pd = ibv_alloc_pd(ctx);
+	for (int i = 0; i < N; i++) {
+		ASSERT_EQ(0, setup_side(ctx, &a[i], pd, 16, ACC_ALL));
+		ASSERT_EQ(0, setup_side(ctx, &b[i], pd, 16, ACC_ALL));
+		ASSERT_EQ(0, connect_rc(ctx, a[i].qp, b[i].qp->qp_num, ACC_ALL, 7));
+		ASSERT_EQ(0, connect_rc(ctx, b[i].qp, a[i].qp->qp_num, ACC_ALL, 7));
+		memset(a[i].buf, 'n', 64);
+	}
+	for (int i = 0; i < N; i++)
+		ASSERT_EQ(0, post(a[i].qp, IBV_WR_SEND, a[i].buf, 64, a[i].mr->lkey, 0, 0, i));
+	usleep(1500000);
+	for (int i = 0; i < N; i++) {
+		EXPECT_EQ(0, ibv_poll_cq(a[i].cq, 1, &wc)) TH_LOG("%s", ibv_wc_status_str(wc.status));
+		retries += qp_res(ctx, a[i].qp->qp_num, "completer_retry_err");
+		rnr += qp_res(ctx, a[i].qp->qp_num, "rcvd_rnr_err");
+	}
+	TH_LOG("%d QPs: %ld RNR NAKs, %ld retransmit timeouts", N, rnr, retries);
+	EXPECT_LE(N, rnr);
+	EXPECT_EQ(0, retries);
+	for (int i = 0; i < N; i++) {
+		ASSERT_EQ(0, post_recv(b[i].qp, b[i].buf, 64, b[i].mr->lkey, i));
+		ASSERT_EQ(1, wait_wc(a[i].cq, &wc));
+		EXPECT_EQ(IBV_WC_SUCCESS, wc.status) TH_LOG("%s", ibv_wc_status_str(wc.status));
+		ASSERT_EQ(1, wait_wc(b[i].cq, &wc));
+		EXPECT_EQ('n', b[i].buf[63]);
+	}
 }
 
 /*

@@ -43,6 +43,8 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "churn")) {
 		printf("ready\n");
 		fflush(stdout);
+		/* Its SECONDS from here: setting up took a while on KASAN. */
+		end = time(NULL) + seconds;
 		while (time(NULL) < end) {
 			struct ibv_cq *cq = ibv_create_cq(ctx, 1 + rand() % 256, NULL, NULL, 0);
 			struct ibv_qp_init_attr qia = {
@@ -85,6 +87,8 @@ int main(int argc, char **argv)
 			return 1;
 		printf("ready\n");
 		fflush(stdout);
+		/* Its SECONDS from here: setting up took a while on KASAN. */
+		end = time(NULL) + seconds;
 		while (time(NULL) < end) {
 			struct ibv_wc wc[16];
 			struct ibv_sge sge = { (uintptr_t)buf, 1 << 20, mr->lkey };

@@ -135,6 +135,19 @@ static int quiet(struct ibv_cq *cq)
 	return 1;
 }
 
+/* QP @qpn's counter @name once it reached @want (bounded): the receiver's
+ * task takes a datagram after the sender's completion. */
+static long qp_res_reaches(struct ibv_context *ctx, uint32_t qpn, const char *name, long want)
+{
+	long v = qp_res(ctx, qpn, name);
+
+	for (int i = 0; i < 200 && v < want; i++) {
+		usleep(50000);
+		v = qp_res(ctx, qpn, name);
+	}
+	return v;
+}
+
 /* A counter after the core's 10 ms cache of it ran out. */
 static long counter(struct ibv_context *ctx, const char *name)
 {
@@ -255,12 +268,12 @@ TEST_F(ud, wrong_qkey_is_dropped_and_privileged_qkey_is_the_qps)
 			     IBV_WR_SEND, 0, 1));
 	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
 	EXPECT_EQ(IBV_WC_SUCCESS, wc.status);
+	/* The QP's own count (`rdma -dd res show qp`), exact whatever else runs. */
+	EXPECT_EQ(1, qp_res_reaches(self->ctx, self->b.qp->qp_num, "qkey_violations", 1));
 	EXPECT_TRUE(quiet(self->b.cq));
 	EXPECT_EQ(before + 1, counter(self->ctx, "qkey_violations"));
 	ASSERT_EQ(0, ibv_query_port(self->ctx, 1, &pa));
 	EXPECT_EQ((uint32_t)before + 1, pa.qkey_viol_cntr);
-	/* The QP's own count (`rdma -dd res show qp`), exact whatever else runs. */
-	EXPECT_EQ(1, qp_res(self->ctx, self->b.qp->qp_num, "qkey_violations"));
 	EXPECT_EQ(0, qp_res(self->ctx, self->a.qp->qp_num, "qkey_violations"));
 	ASSERT_EQ(0, ud_send(&self->a, self->ah, self->b.qp->qp_num, 0x80000000, self->a.buf, 64,
 			     IBV_WR_SEND, 0, 2));
@@ -287,14 +300,16 @@ TEST_F(ud, what_the_responder_cannot_take_is_dropped)
 	ASSERT_EQ(0, ud_send(&self->a, self->ah, self->b.qp->qp_num, QKEY, self->a.buf, 10,
 			     IBV_WR_SEND, 0, 1));
 	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	/* Dropped before the receive below is posted. */
+	EXPECT_EQ(1, qp_res_reaches(self->ctx, self->b.qp->qp_num, "rcv_drops", 1));
 	EXPECT_TRUE(quiet(self->b.cq));
 	ASSERT_EQ(0, ud_recv(&self->b, self->b.buf, GRH + 100, 3));
 	ASSERT_EQ(0, ud_send(&self->a, self->ah, self->b.qp->qp_num, QKEY, self->a.buf, 101,
 			     IBV_WR_SEND, 0, 2));
 	ASSERT_EQ(1, wait_wc(self->a.cq, &wc));
+	EXPECT_EQ(2, qp_res_reaches(self->ctx, self->b.qp->qp_num, "rcv_drops", 2));
 	EXPECT_TRUE(quiet(self->b.cq));
 	EXPECT_EQ(drops + 2, counter(self->ctx, "rcv_drops"));
-	EXPECT_EQ(2, qp_res(self->ctx, self->b.qp->qp_num, "rcv_drops"));
 	EXPECT_EQ(sent + 2, counter(self->ctx, "sent_pkts"));
 	/* 1500-byte netdev: MTU 1024. */
 	ASSERT_EQ(0, ud_send(&self->a, self->ah, self->b.qp->qp_num, QKEY, self->a.buf, 1025,

@@ -33,7 +33,7 @@ cm_pair() {
 	timeout 120 $srv_cmd >/tmp/cm.srv 2>&1 &
 	srv=$!
 	ok=0
-	for i in 1 2 3 4 5 6 7 8 9 10; do
+	for _i in $(seq 30); do
 		sleep 1
 		if timeout 120 $cli_cmd >/tmp/cm.cli 2>&1; then ok=1; break; fi
 		kill -0 $srv 2>/dev/null || break

@@ -20,7 +20,8 @@ echo "# dp_test cases with wire_loopback=1"
 OXE_DEV=oxe0 tests/bin/dp_test -t send_recv_with_immediate -t multi_sge_inline_and_zero_length \
 	-t write_multi_packet_and_read_back -t write_with_immediate -t atomics \
 	-t remote_write_without_remote_write_right -t read_past_the_end_of_an_mr \
-	-t stale_rkey_after_dereg -t rnr_waits_for_a_receive -t retransmits_until_the_peer_is_ready \
+	-t stale_rkey_after_dereg -t rnr_waits_for_a_receive -t rnr_naks_answer_the_retransmit_timer \
+	-t retransmits_until_the_peer_is_ready \
 	> /tmp/wire.dp 2>&1
 rc=$?
 grep -E "^# (PASSED|FAILED|Totals)|^not ok" /tmp/wire.dp
