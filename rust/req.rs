@@ -413,12 +413,15 @@ fn send_packets(
 /// WQE is taken now if it is posted, as the turn would right after.
 /// Fenced WQEs and local operations wait for what is in flight and so are
 /// never taken here: one behind an ACK nobody asked for would wait until
-/// the retransmit timer.
+/// the retransmit timer. In SQD nothing new starts: a WQE taken early (a
+/// READ past `max_rd_atomic`) would never ask, and each resend of the last
+/// packet went unanswered until RETRY_EXC_ERR (the drain never ended).
 fn defers_ack(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs, next: usize) -> bool {
     let Some(p) = sq.inflight.get(next) else {
         return false;
     };
     if !qp.reliable()
+        || attrs.state != STATE_RTS
         || !matches!(p.op, Op::Message(..))
         || qp.sq_sig_all
         || p.w.send_flags & flags::SIGNALED != 0
@@ -426,9 +429,7 @@ fn defers_ack(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs, next: usize) -> bo
         return false;
     }
     if sq.inflight.len() == next + 1
-        && (attrs.state != STATE_RTS
-            || !in_window(sq, sq.psn)
-            || !matches!(take(qp, sq, attrs), Take::Taken))
+        && (!in_window(sq, sq.psn) || !matches!(take(qp, sq, attrs), Take::Taken))
     {
         return false;
     }

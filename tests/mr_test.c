@@ -545,6 +545,7 @@ TEST_F_TIMEOUT(mr, churn_leaves_no_key_behind, 600)
 		after = xa_nodes();
 		if (after - before < n / 256)
 			break;
+		usleep(200000);
 	}
 	TH_LOG("%ld registrations: XArray nodes %ld -> %ld (a kept slot per key: +%ld or more)",
 	       n, before, after, n / 64);

@@ -12,10 +12,10 @@
 #
 # Then a WRITE, unsignaled, between two READs: its packet leaves its ACK
 # request to the READ behind it, which waits for the first one's answer. The
-# QP is moved to SQD and the first READ answered: the READ behind the WRITE
-# never starts in SQD, so a resend of the WRITE (the retransmit timer,
-# 268 ms) asks for its ACK, which ends the drain; back in RTS the READ
-# goes out.
+# QP is moved to SQD and the first READ answered: the WRITE's resend (the
+# retransmit timer, 268 ms) must ask for its ACK now, the READ behind it
+# never starting in SQD. It did not ask (on the KASAN kernel, each of its
+# resends): the WRITE failed with RETRY_EXC_ERR and the drain never ended.
 #
 # Usage (in the QP's namespace): sqd_drain.py DEV GID_INDEX LOCAL_IP PEER_IP PEER_NS
 import sys
@@ -32,7 +32,7 @@ from pyverbs.wr import SGE, SendWR
 import roce
 
 dev, gid_index, local_ip, peer_ip, peer_ns = sys.argv[1], int(sys.argv[2]), *sys.argv[3:6]
-PEER_QPN, PEER_QPN2, LEN, READ, WRITE = 0x4247, 0x4248, 16, 0x0C, 0x0A
+PEER_QPN, LEN, READ, WRITE = 0x4247, 16, 0x0C, 0x0A
 
 rx, tx = roce.peer_sockets(peer_ns, peer_ip)
 
@@ -108,17 +108,33 @@ check(mr.read(2 * LEN, 0) == b"a" * LEN + b"b" * LEN, "each READ placed its byte
 
 # A WRITE leaving its ACK request to a READ that SQD never starts.
 # Not every WR signaled (pyverbs' default): an unsignaled WRITE's packet
-# may leave its ACK request to the WQE behind it.
-qp2 = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, sq_sig_all=0,
-                        cap=QPCap(max_send_wr=4, max_recv_wr=1)))
-qp2.to_rts(roce.rc_attr(gid_index, peer_ip, PEER_QPN2, sq_psn=100, timeout=16))
-for i, op in enumerate([e.IBV_WR_RDMA_READ, e.IBV_WR_RDMA_WRITE, e.IBV_WR_RDMA_READ]):
-    wr = SendWR(wr_id=10 + i, opcode=op, num_sge=1, sg=[SGE(mr.buf + i % 2 * LEN, LEN, mr.lkey)],
-                send_flags=0 if op == e.IBV_WR_RDMA_WRITE else e.IBV_SEND_SIGNALED)
-    wr.set_wr_rdma(0x1234, 0x20000 + i * LEN)
-    qp2.post_send(wr)
-first = roce.heard(rx, PEER_QPN2, 5, lambda g: any(h[:2] == (WRITE, 101) for h in g))
-first = [bool(h[2][8] & 0x80) for h in first if h[:2] == (WRITE, 101)]
+# may leave its ACK request to the WQE behind it. The three are posted one
+# by one (pyverbs): if the WRITE went out before the READ behind it was
+# posted, it asked at once, and a new QP tries again.
+def three_posted(peer_qpn):
+    q = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, sq_sig_all=0,
+                          cap=QPCap(max_send_wr=4, max_recv_wr=1)))
+    q.to_rts(roce.rc_attr(gid_index, peer_ip, peer_qpn, sq_psn=100, timeout=16))
+    wrs = []
+    for i, op in enumerate([e.IBV_WR_RDMA_READ, e.IBV_WR_RDMA_WRITE, e.IBV_WR_RDMA_READ]):
+        wr = SendWR(wr_id=10 + i, opcode=op, num_sge=1,
+                    sg=[SGE(mr.buf + i % 2 * LEN, LEN, mr.lkey)],
+                    send_flags=0 if op == e.IBV_WR_RDMA_WRITE else e.IBV_SEND_SIGNALED)
+        wr.set_wr_rdma(0x1234, 0x20000 + i * LEN)
+        wrs.append(wr)
+    for wr in wrs:
+        q.post_send(wr)
+    heard = roce.heard(rx, peer_qpn, 5, lambda g: any(h[:2] == (WRITE, 101) for h in g))
+    return q, [bool(h[2][8] & 0x80) for h in heard if h[:2] == (WRITE, 101)]
+
+
+for attempt in range(8):
+    PEER_QPN2 = 0x4248 + attempt
+    qp2, first = three_posted(PEER_QPN2)
+    if first != [True]:
+        break
+    to(e.IBV_QPS_ERR, qp2)
+    completions(3, 1)
 check(first == [False], f"the WRITE went out, leaving its ACK request to the READ: {first}")
 early = requests(0.5, lambda g: False, PEER_QPN2)
 check((READ, 102) not in early, f"which waits for the first READ's answer: {early}")
