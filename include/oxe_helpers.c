@@ -470,13 +470,15 @@ struct workqueue_struct *oxe_alloc_normal_wq(void)
 	return alloc_workqueue("oxe_normal", WQ_PERCPU | WQ_MEM_RECLAIM, WQ_MAX_ACTIVE);
 }
 
-/* Jiffies for a timer that must not fire before @ns: rounded up, and one
- * more, as the tick under way when it is armed is partly gone (IBA's ACK
- * and RNR timeouts are minimums; rounded down, timeout 14's 67.1 ms fired
- * after 60 to 64 ms). */
-unsigned long oxe_nsecs_to_jiffies(u64 ns)
+/* Jiffies for a timer of @ns, rounded up (as rxe's RNR timer). With
+ * @never_early, one more: the tick under way when it is armed is partly gone,
+ * and a retransmit timer that expires early spends a retry (timeout 14's
+ * 67.1 ms, rounded down as rxe does, expired after 60 to 64 ms). */
+unsigned long oxe_nsecs_to_jiffies(u64 ns, bool never_early)
 {
-	return nsecs_to_jiffies(ns + TICK_NSEC - 1) + 1;
+	unsigned long j = nsecs_to_jiffies(ns + TICK_NSEC - 1);
+
+	return never_early ? j + 1 : max(j, 1UL);
 }
 
 struct oxe_helper {

@@ -127,7 +127,7 @@ void oxe_qp_event(struct ib_qp *qp, enum ib_event_type type);
 void oxe_srq_event(struct ib_srq *srq, enum ib_event_type type);
 struct workqueue_struct *oxe_alloc_wq(void);
 struct workqueue_struct *oxe_alloc_normal_wq(void);
-unsigned long oxe_nsecs_to_jiffies(u64 ns);
+unsigned long oxe_nsecs_to_jiffies(u64 ns, bool never_early);
 
 /*
  * A helper per CPU on oxe's queue, to share a large copy with another CPU:

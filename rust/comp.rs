@@ -489,10 +489,7 @@ pub(crate) fn retry_timer(qp: &Arc<Qp>) {
     if attrs.state == STATE_ERR || !outstanding || sq.rnr_wait {
         return;
     }
-    // An answer waits for the send turn (late, under load): no timeout.
-    // The turn takes it and arms the timer again if it must.
-    let answered = || !qp.inbox.lock().responses.is_empty();
-    if armed == Some(sq.una) && !answered() {
+    if armed == Some(sq.una) {
         sq.retries = sq.retries.saturating_add(1);
         if sq.retries > attrs.retry_cnt {
             qp.count(Counter::RetryExceededErr);

@@ -156,6 +156,20 @@ fn send(
         // READ/atomic limit, waits for RTS).
         if let Some(p) = sq.inflight.get(sq.next) {
             if attrs.state == STATE_SQD && !comp::started(sq, p) {
+                // The WQE before it left its ACK request to it (in RTS):
+                // its last packet goes again, asking (`defers_ack` is
+                // false in SQD), or the drain waited for the retransmit
+                // timer (forever with timeout 0).
+                let deferred = sq.unasked > 0
+                    && sq
+                        .next
+                        .checked_sub(1)
+                        .and_then(|i| sq.inflight.get(i))
+                        .is_some_and(|w| matches!(w.op, Op::Message(..)) && w.sent == w.npkts);
+                if deferred {
+                    ask_again(sq, sq.next);
+                    continue;
+                }
                 return false;
             }
             match send_packets(qp, sq, attrs, budget, cache) {
@@ -438,14 +452,17 @@ fn defers_ack(qp: &Arc<Qp>, sq: &mut SendSide, attrs: &Attrs, next: usize) -> bo
         .is_some_and(|s| !matches!(s.op, Op::Failed(_)))
 }
 
-/// The WQE at `next` failed before its first packet, and the WQE before it
-/// had left its ACK request to it: that last packet goes again, asking (the
-/// responder acknowledges a duplicate), so that the failed WQE reaches the
-/// head without waiting for the retransmit timer (or forever, with none).
+/// The WQE at `next` failed before its first packet (or SQD will not start
+/// it), and the WQE before it had left its ACK request to it: that last
+/// packet goes again, asking (the responder acknowledges a duplicate), so
+/// that the WQE reaches the head without waiting for the retransmit timer
+/// (or forever, with none).
 fn ask_again(sq: &mut SendSide, next: usize) {
     let Some(prev) = next.checked_sub(1) else {
         return;
     };
+    // What went out stays sent (`comp::started`), as after a go-back.
+    sq.sent_high = comp::sent_limit(sq);
     if let Some(p) = sq.inflight.get_mut(prev) {
         p.sent = p.npkts.saturating_sub(1);
         sq.next = prev;

@@ -333,11 +333,11 @@ pub(crate) fn kick(cpu: Option<i32>) -> Option<i32> {
     cpu
 }
 
-/// Jiffies for a timer that must not fire before `ns` have passed (rounded
-/// up, plus the tick under way).
-pub(crate) fn jiffies(ns: u64) -> kernel::time::Jiffies {
+/// Jiffies for a timer of `ns`, rounded up; with `never_early`, one more, so
+/// that it never fires before `ns` have passed.
+pub(crate) fn jiffies(ns: u64, never_early: bool) -> kernel::time::Jiffies {
     // SAFETY: a pure conversion.
-    unsafe { b::oxe_nsecs_to_jiffies(ns) }
+    unsafe { b::oxe_nsecs_to_jiffies(ns, never_early) }
 }
 
 /// Waits for `work` to finish if queued or running; true if it had to wait.

@@ -1242,8 +1242,9 @@ TEST(rnr_retry_exceeded)
  * The timer used to stay armed through the RNR waits and, when it expired
  * in the moment between a resend and its NAK (both timers tick on
  * jiffies), count a retry: a SEND waiting for its receive failed with
- * RETRY_EXC_ERR, though rnr_retry 7 means forever. Eight QPs wait 1.5 s
- * (about 23 expiries of the 67 ms timer each): before, 1 to 11 timeouts.
+ * RETRY_EXC_ERR, though rnr_retry 7 means forever. Eight QPs wait 3 s
+ * with timeout 14 (16 jiffies at HZ 250, a multiple of the RNR cycle's 2):
+ * before, some QPs counted timeouts in every run.
  */
 TEST(rnr_naks_answer_the_retransmit_timer)
 {
@@ -1251,7 +1252,6 @@ TEST(rnr_naks_answer_the_retransmit_timer)
 	struct ibv_context *ctx = open_dev();
 	struct side a[N], b[N];
 	struct ibv_wc wc;
-	long retries = 0, rnr = 0;
 
 	ASSERT_NE(NULL, ctx);
 	struct ibv_pd *pd = ibv_alloc_pd(ctx);
@@ -1264,15 +1264,14 @@ TEST(rnr_naks_answer_the_retransmit_timer)
 	}
 	for (int i = 0; i < N; i++)
 		ASSERT_EQ(0, post(a[i].qp, IBV_WR_SEND, a[i].buf, 64, a[i].mr->lkey, 0, 0, i));
-	usleep(1500000);
+	usleep(3000000);
 	for (int i = 0; i < N; i++) {
+		uint32_t qpn = a[i].qp->qp_num;
+
 		EXPECT_EQ(0, ibv_poll_cq(a[i].cq, 1, &wc)) TH_LOG("%s", ibv_wc_status_str(wc.status));
-		retries += qp_res(ctx, a[i].qp->qp_num, "completer_retry_err");
-		rnr += qp_res(ctx, a[i].qp->qp_num, "rcvd_rnr_err");
+		EXPECT_LE(1, qp_res(ctx, qpn, "rcvd_rnr_err"));
+		EXPECT_EQ(0, qp_res(ctx, qpn, "completer_retry_err")) TH_LOG("QP %d", i);
 	}
-	TH_LOG("%d QPs: %ld RNR NAKs, %ld retransmit timeouts", N, rnr, retries);
-	EXPECT_LE(N, rnr);
-	EXPECT_EQ(0, retries);
 	for (int i = 0; i < N; i++) {
 		ASSERT_EQ(0, post_recv(b[i].qp, b[i].buf, 64, b[i].mr->lkey, i));
 		ASSERT_EQ(1, wait_wc(a[i].cq, &wc));

@@ -12,10 +12,11 @@
 #
 # Then a WRITE, unsignaled, between two READs: its packet leaves its ACK
 # request to the READ behind it, which waits for the first one's answer. The
-# QP is moved to SQD and the first READ answered: the WRITE's resend (the
-# retransmit timer, 268 ms) must ask for its ACK now, the READ behind it
-# never starting in SQD. It did not ask (on the KASAN kernel, each of its
-# resends): the WRITE failed with RETRY_EXC_ERR and the drain never ended.
+# QP is moved to SQD and the first READ answered: the READ behind the WRITE
+# never starts in SQD, so the WRITE's last packet goes again, asking for its
+# ACK. It did not: the drain waited for the retransmit timer, here forever
+# (timeout 0); with a timer, none of its resends asked either (on the KASAN
+# kernel) and the WRITE failed with RETRY_EXC_ERR.
 #
 # Usage (in the QP's namespace): sqd_drain.py DEV GID_INDEX LOCAL_IP PEER_IP PEER_NS
 import sys
@@ -108,33 +109,25 @@ check(mr.read(2 * LEN, 0) == b"a" * LEN + b"b" * LEN, "each READ placed its byte
 
 # A WRITE leaving its ACK request to a READ that SQD never starts.
 # Not every WR signaled (pyverbs' default): an unsignaled WRITE's packet
-# may leave its ACK request to the WQE behind it. The three are posted one
-# by one (pyverbs): if the WRITE went out before the READ behind it was
-# posted, it asked at once, and a new QP tries again.
-def three_posted(peer_qpn):
-    q = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, sq_sig_all=0,
-                          cap=QPCap(max_send_wr=4, max_recv_wr=1)))
-    q.to_rts(roce.rc_attr(gid_index, peer_ip, peer_qpn, sq_psn=100, timeout=16))
-    wrs = []
-    for i, op in enumerate([e.IBV_WR_RDMA_READ, e.IBV_WR_RDMA_WRITE, e.IBV_WR_RDMA_READ]):
-        wr = SendWR(wr_id=10 + i, opcode=op, num_sge=1,
-                    sg=[SGE(mr.buf + i % 2 * LEN, LEN, mr.lkey)],
-                    send_flags=0 if op == e.IBV_WR_RDMA_WRITE else e.IBV_SEND_SIGNALED)
-        wr.set_wr_rdma(0x1234, 0x20000 + i * LEN)
-        wrs.append(wr)
-    for wr in wrs:
-        q.post_send(wr)
-    heard = roce.heard(rx, peer_qpn, 5, lambda g: any(h[:2] == (WRITE, 101) for h in g))
-    return q, [bool(h[2][8] & 0x80) for h in heard if h[:2] == (WRITE, 101)]
-
-
-for attempt in range(8):
-    PEER_QPN2 = 0x4248 + attempt
-    qp2, first = three_posted(PEER_QPN2)
-    if first != [True]:
-        break
-    to(e.IBV_QPS_ERR, qp2)
-    completions(3, 1)
+# may leave its ACK request to the WQE behind it. The three in one post (a
+# chain, every SendWR kept: the chain holds pointers to them), so that the
+# READ is there when the WRITE goes out. No retransmit timer (timeout 0):
+# only SQD's stop can ask for the WRITE's ACK.
+PEER_QPN2 = 0x4248
+qp2 = QP(pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, sq_sig_all=0,
+                        cap=QPCap(max_send_wr=4, max_recv_wr=1)))
+qp2.to_rts(roce.rc_attr(gid_index, peer_ip, PEER_QPN2, sq_psn=100, timeout=0))
+wrs = []
+for i, op in reversed(list(enumerate([e.IBV_WR_RDMA_READ, e.IBV_WR_RDMA_WRITE,
+                                      e.IBV_WR_RDMA_READ]))):
+    wr = SendWR(wr_id=10 + i, opcode=op, num_sge=1, sg=[SGE(mr.buf + i % 2 * LEN, LEN, mr.lkey)],
+                send_flags=0 if op == e.IBV_WR_RDMA_WRITE else e.IBV_SEND_SIGNALED,
+                next_wr=wrs[-1] if wrs else None)
+    wr.set_wr_rdma(0x1234, 0x20000 + i * LEN)
+    wrs.append(wr)
+qp2.post_send(wrs[-1])
+first = roce.heard(rx, PEER_QPN2, 5, lambda g: any(h[:2] == (WRITE, 101) for h in g))
+first = [bool(h[2][8] & 0x80) for h in first if h[:2] == (WRITE, 101)]
 check(first == [False], f"the WRITE went out, leaving its ACK request to the READ: {first}")
 early = requests(0.5, lambda g: False, PEER_QPN2)
 check((READ, 102) not in early, f"which waits for the first READ's answer: {early}")
@@ -142,8 +135,7 @@ to(e.IBV_QPS_SQD, qp2)
 answer(100, b"c", qp2)
 check(completions(1, 5) == [(10, 0)], "in SQD the first READ completes")
 resends = asks(3, WRITE, 101, PEER_QPN2)
-check(resends and resends[-1],
-      f"the WRITE's resend asks for its ACK (each resend: {resends})")
+check(resends == [True], f"SQD sends the WRITE's last packet again, asking for its ACK: {resends}")
 ack(101, qp2)
 wcs = completions(1, 1)
 check(wcs == [], f"the WRITE, acknowledged, completes nothing (unsignaled): {wcs}")

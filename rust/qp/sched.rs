@@ -139,13 +139,16 @@ impl Qp {
     }
 
     /// Arms timer `ID` (`RETRY`, `RNR`) to fire in `ns`, or moves it there
-    /// if it is pending, as rxe's `mod_timer`.
+    /// if it is pending, as rxe's `mod_timer`. The retransmit timer never
+    /// fires early (an early expiry spends a retry); an early RNR resend
+    /// costs one more NAK at most.
     pub(crate) fn arm<const ID: u64>(self: &Arc<Self>, ns: u64)
     where
         Arc<Self>: RawDelayedWorkItem<ID> + Send + 'static,
     {
         if !self.is_dead() {
-            let _ = crate::wq::arm::<_, ID>(self.clone(), crate::wq::jiffies(ns));
+            let delay = crate::wq::jiffies(ns, ID == super::RETRY);
+            let _ = crate::wq::arm::<_, ID>(self.clone(), delay);
         }
     }
 }
