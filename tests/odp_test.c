@@ -70,7 +70,15 @@ FIXTURE_SETUP(odp)
 	ASSERT_TRUE(attr.odp_caps.per_transport_caps.rc_odp_caps & IBV_ODP_SUPPORT_WRITE);
 	self->pd = ibv_alloc_pd(self->ctx);
 	ASSERT_NE(NULL, self->pd);
-	ASSERT_EQ(0, loop_open(self->ctx, self->pd, &self->l));
+	/*
+	 * The responder faults pages in where it stands, in its task (as
+	 * rdma_rxe does), and answers nothing meanwhile: on a KASAN kernel a
+	 * fault can outlast the requester's usual 8 x 67 ms of ACK timeouts
+	 * (seen, RETRY_EXC_ERR: while the mm collapses, splits and compacts
+	 * THPs; an implicit MR's 600th chunk). A NIC with ODP sends RNR NAKs
+	 * while it faults; oxe does not yet. These QPs wait 8 x 4.3 s.
+	 */
+	ASSERT_EQ(0, loop_open_timeout(self->ctx, self->pd, &self->l, 20));
 	self->pin0 = vmpin_kb();
 	/* Never touched: no page behind either until the data path needs one. */
 	self->src = anon(BUF);
@@ -265,7 +273,7 @@ TEST_F(odp, out_of_range_and_odp_rights_are_checked_as_for_pinned_mrs)
 	ASSERT_EQ(IBV_WC_REM_ACCESS_ERR, OP(IBV_WR_RDMA_WRITE, self->src, 4096,
 					    self->src_mr->lkey, self->dst, ro->rkey));
 	loop_close(&self->l);
-	ASSERT_EQ(0, loop_open(self->ctx, self->pd, &self->l));
+	ASSERT_EQ(0, loop_open_timeout(self->ctx, self->pd, &self->l, 20));
 	ASSERT_EQ(IBV_WC_REM_ACCESS_ERR, OP(IBV_WR_RDMA_WRITE, self->src, 4096,
 					    self->src_mr->lkey, self->dst + BUF - 100,
 					    self->dst_mr->rkey));
@@ -322,16 +330,6 @@ TEST_F(odp, thp_collapse_split_and_migration_under_traffic)
 	pthread_t t;
 
 	ASSERT_NE(NULL, raw);
-	/*
-	 * The responder faults pages in where it stands, in its task (as
-	 * rdma_rxe does), and answers nothing meanwhile: while the mm is busy
-	 * collapsing, splitting and compacting (slow on a KASAN kernel), a
-	 * fault can take longer than the requester's usual 8 x 67 ms of ACK
-	 * timeouts (seen: RETRY_EXC_ERR). A NIC with ODP sends RNR NAKs while
-	 * it faults; oxe does not yet. These QPs wait 8 x 4.3 s.
-	 */
-	loop_close(&self->l);
-	ASSERT_EQ(0, loop_open_timeout(self->ctx, self->pd, &self->l, 20));
 	ASSERT_EQ(0, madvise(area, len, MADV_HUGEPAGE));
 	memset(area, 0x5a, len);
 	mr = ibv_reg_mr(self->pd, area, len, ODP | REM);
@@ -585,11 +583,6 @@ TEST_F(odp, file_pages_reclaimed_while_registered_come_back_right)
 	back_mr = ibv_reg_mr(self->pd, back, len, ODP);
 	ASSERT_NE(NULL, mr);
 	ASSERT_NE(NULL, back_mr);
-	/* The responder's faults read the file back over 9p, in its task (see
-	 * thp_collapse_split_and_migration_under_traffic): on a KASAN kernel a
-	 * MiB of them can outlast 8 x 67 ms of ACK timeouts. */
-	loop_close(&self->l);
-	ASSERT_EQ(0, loop_open_timeout(self->ctx, self->pd, &self->l, 20));
 	for (int round = 0; round < 2; round++) {
 		memset(back, 0, len);
 		for (at = 0; at < len; at += 1 << 20)
