@@ -1170,8 +1170,7 @@ TEST_F(dp, rnr_waits_for_a_receive)
 	memset(self->a.buf, 'r', 64);
 	ASSERT_EQ(0, post(self->a.qp, IBV_WR_SEND, self->a.buf, 64, self->a.mr->lkey, 0, 0, 1));
 	/* The stall under way: a has had an RNR NAK from b. */
-	for (int i = 0; i < 200 && qp_res(self->ctx, self->a.qp->qp_num, "rcvd_rnr_err") < 1; i++)
-		usleep(10000);
+	qp_res_reaches(self->ctx, self->a.qp->qp_num, "rcvd_rnr_err", 1);
 	EXPECT_EQ(0, ibv_poll_cq(self->a.cq, 1, &wc));
 	/* What `rdma -dd res show qp` tells of the stall: the SEND posted and
 	 * in flight, the peer's RQ empty. */

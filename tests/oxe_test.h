@@ -212,6 +212,20 @@ static inline long qp_res(struct ibv_context *ctx, uint32_t qpn, const char *nam
 	return res_attr("qp", match, name);
 }
 
+/* QP @qpn's counter @name once it reached @want (bounded, 10 s): the
+ * receiver's task takes a packet after the sender's completion. */
+static inline long qp_res_reaches(struct ibv_context *ctx, uint32_t qpn, const char *name,
+				  long want)
+{
+	long v = qp_res(ctx, qpn, name);
+
+	for (int i = 0; i < 200 && v < want; i++) {
+		usleep(50000);
+		v = qp_res(ctx, qpn, name);
+	}
+	return v;
+}
+
 /* Lines of `rdma -dd res show @obj` that contain both @a and @b. */
 static inline int res_lines(const char *obj, const char *a, const char *b)
 {

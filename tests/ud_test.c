@@ -135,19 +135,6 @@ static int quiet(struct ibv_cq *cq)
 	return 1;
 }
 
-/* QP @qpn's counter @name once it reached @want (bounded): the receiver's
- * task takes a datagram after the sender's completion. */
-static long qp_res_reaches(struct ibv_context *ctx, uint32_t qpn, const char *name, long want)
-{
-	long v = qp_res(ctx, qpn, name);
-
-	for (int i = 0; i < 200 && v < want; i++) {
-		usleep(50000);
-		v = qp_res(ctx, qpn, name);
-	}
-	return v;
-}
-
 /* A counter after the core's 10 ms cache of it ran out. */
 static long counter(struct ibv_context *ctx, const char *name)
 {

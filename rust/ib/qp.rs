@@ -93,9 +93,10 @@ pub(crate) fn ah_av(ah: &b::rdma_ah_attr) -> Option<Av> {
     };
     // SAFETY: the attribute is held for the call, as above.
     let oif = unsafe { b::oxe_gid_attr_ifindex(ah.grh.sgid_attr) };
-    // SAFETY: as above; `dgid` is 16 bytes; the lookup takes the GID table's IRQ-safe lock.
-    let local =
-        sgid == dgid || unsafe { b::oxe_gid_attr_is_local(ah.grh.sgid_attr, dgid.as_ptr()) };
+    let local = sgid == dgid || {
+        // SAFETY: as above; `dgid` is 16 bytes; the lookup takes the GID table's IRQ-safe lock.
+        unsafe { b::oxe_gid_attr_is_local(ah.grh.sgid_attr, dgid.as_ptr()) }
+    };
     Some(Av {
         sgid,
         sgid_index: ah.grh.sgid_index.into(),
